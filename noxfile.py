@@ -1,0 +1,236 @@
+"""Every check of the monorepo, one session per member where it makes sense.
+
+    uvx nox -l                        # list sessions
+    uvx nox -s tests                  # every member's tests, each in its own exact environment
+    uvx nox -s tests -- normbt        # one member (same as: uvx nox -s "tests(normbt)")
+    uvx nox -s tests -- normbt -k bt  # leading names select members; the rest goes to pytest
+    uvx nox -s reproduce              # every paper's central claim at small scale -> REPRODUCTION.md
+
+Members are discovered from the pyproject.toml files (tools/workspace.py): no hand-kept list.
+A member's environment is ``uv sync --package icml26-<name> --all-extras --exact --locked``:
+exactly that member, its extras, its dev group and icml26-kernels, so a sibling import fails.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tools"))
+from workspace import Member, discover  # noqa: E402
+
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["tests", "lint", "deps"]
+nox.options.reuse_venv = "yes"
+
+MEMBERS = discover(ROOT)
+BY_NAME = {m.name: m for m in MEMBERS}
+NAMES = [m.name for m in MEMBERS]
+PAPERS = [m.name for m in MEMBERS if not m.is_kernels]
+TEST_TARGETS = [*NAMES, "tools"]  # "tools" runs tools/tests (the repository tooling)
+REPRO_KEYS = {"package", "claim", "paper", "ours", "baseline", "ratio", "seconds"}
+
+
+def _split_posargs(session: nox.Session, valid: list[str]) -> tuple[list[str], list[str]]:
+    """Leading positional args name members; the rest is passed on to the tool."""
+    args, chosen = list(session.posargs), []
+    while args and not args[0].startswith("-") and "/" not in args[0] and "::" not in args[0]:
+        name = args.pop(0)
+        if name not in valid:
+            session.error(f"unknown package {name!r}; valid names: {', '.join(valid)}")
+        chosen.append(name)
+    return chosen, args
+
+
+def _selected(session: nox.Session, name: str, valid: list[str]) -> list[str]:
+    chosen, rest = _split_posargs(session, valid)
+    if chosen and name not in chosen:
+        session.skip(f"{name} not selected ({', '.join(chosen)})")
+    return rest
+
+
+def _sync(session: nox.Session, member: Member, env_dir: str | None = None) -> None:
+    """Sync exactly one member (plus extras, dev group, icml26-kernels) from the lock."""
+    session.run_install(
+        "uv", "sync", "--package", member.dist, "--all-extras", "--exact", "--locked",
+        env={"UV_PROJECT_ENVIRONMENT": env_dir or session.virtualenv.location},
+    )
+
+
+def _sync_group(session: nox.Session, group: str) -> None:
+    """Sync one root dependency group (tool versions come from the lock too)."""
+    session.run_install(
+        "uv", "sync", "--only-group", group, "--exact", "--locked",
+        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
+    )
+
+
+@nox.session
+@nox.parametrize("package", TEST_TARGETS, ids=TEST_TARGETS)
+def tests(session: nox.Session, package: str) -> None:
+    """A member's default test suite in its own exact environment."""
+    rest = _selected(session, package, TEST_TARGETS)
+    if package == "tools":
+        _sync_group(session, "tools")
+        session.run("python", "-m", "pytest", "tools/tests", *rest)
+        return
+    member = BY_NAME[package]
+    _sync(session, member)
+    session.chdir(member.path)
+    session.run("python", "-m", "pytest", "tests", *rest)
+
+
+@nox.session
+@nox.parametrize("package", NAMES, ids=NAMES)
+def build(session: nox.Session, package: str) -> None:
+    """sdist + wheel of one member; metadata checked; sibling requirements carry a range."""
+    _selected(session, package, NAMES)
+    _sync_group(session, "build")
+    member = BY_NAME[package]
+    out = ROOT / "dist" / member.name
+    shutil.rmtree(out, ignore_errors=True)
+    session.run("uv", "build", "--package", member.dist, "--out-dir", str(out))
+    files = sorted(str(p) for p in out.iterdir())
+    session.run("twine", "check", "--strict", *files)
+    session.run("check-wheel-contents", *[f for f in files if f.endswith(".whl")])
+    session.run("python", str(ROOT / "tools" / "wheel_check.py"), *files)
+
+
+@nox.session
+@nox.parametrize("package", NAMES, ids=NAMES)
+def install(session: nox.Session, package: str) -> None:
+    """The built wheel installed into a fresh venv outside the workspace; its tests run there.
+
+    This is what proves ``pip install icml26-<name>`` works: the member's tests import the
+    installed wheel (from the wheels plus the registry), not the source tree.
+    """
+    rest = _selected(session, package, NAMES)
+    member = BY_NAME[package]
+    work = Path(tempfile.mkdtemp(prefix=f"icml26-install-{member.name}-"))
+    dist = work / "dist"
+    for m in {member.dist, "icml26-kernels"}:
+        session.run("uv", "build", "--wheel", "--package", m, "--out-dir", str(dist))
+    wheel = next(dist.glob(f"{member.import_name}-*.whl"))
+    venv = work / "venv"
+    session.run("uv", "venv", "--quiet", str(venv), "--python", sys.executable)
+    python = str(venv / "bin" / "python")
+    extras = ",".join(member.extras)
+    target = f"{member.dist}[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
+    session.run(
+        "uv", "pip", "install", "--python", python, "--find-links", str(dist), target,
+        *member.dev, env={"UV_NO_SOURCES": "1"},
+    )
+    # The tests run from a copy outside the repository, with the member's pytest settings.
+    shutil.copytree(member.path / "tests", work / "tests")
+    shutil.copy(member.path / "pyproject.toml", work / "pyproject.toml")
+    session.chdir(work)
+    session.run(
+        python, "-c",
+        f"import {member.import_name} as m, sys; "
+        f"assert 'site-packages' in m.__file__, m.__file__; print('installed:', m.__file__)",
+        external=True,
+    )
+    session.run(python, "-m", "pytest", "tests", "-p", "no:cacheprovider", *rest, external=True)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff (check + format), actionlint over the workflows, README package table up to date."""
+    _sync_group(session, "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("actionlint", *sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml")))
+    session.run("python", "tools/readme_table.py", "--check")
+
+
+@nox.session
+@nox.parametrize("package", NAMES, ids=NAMES)
+def typecheck(session: nox.Session, package: str) -> None:
+    """mypy over one member's src, in that member's environment."""
+    rest = _selected(session, package, NAMES)
+    member = BY_NAME[package]
+    _sync(session, member)
+    session.run("uv", "pip", "install", "--quiet", "mypy>=1.13")
+    session.run("mypy", "--config-file", str(ROOT / "pyproject.toml"), str(member.src), *rest)
+
+
+@nox.session
+@nox.parametrize("package", [*NAMES, "independence"], ids=[*NAMES, "independence"])
+def deps(session: nox.Session, package: str) -> None:
+    """deptry: declared deps == imported ones; independence: no member imports a sibling."""
+    _selected(session, package, [*NAMES, "independence"])
+    if package == "independence":
+        _sync_group(session, "deps")
+        session.run("python", "tools/independence.py")
+        return
+    member = BY_NAME[package]
+    _sync(session, member)
+    session.run("uv", "pip", "install", "--quiet", "deptry>=0.23")
+    session.chdir(member.path)
+    session.run("deptry", "src")
+
+
+def _reproduce_one(session: nox.Session, member: Member) -> dict:
+    script = member.path / "benchmarks" / "reproduce.py"
+    if not script.is_file():
+        raise ValueError(f"{member.name}: missing {script.relative_to(ROOT)}")
+    env_dir = str(ROOT / ".nox" / "reproduce-envs" / member.name)
+    _sync(session, member, env_dir)
+    out = session.run(
+        f"{env_dir}/bin/python", str(script), "--quick", silent=True, external=True,
+    )
+    lines = [ln for ln in (out or "").splitlines() if ln.strip().startswith("{")]
+    if not lines:
+        raise ValueError(f"{member.name}: reproduce.py printed no JSON line on stdout")
+    try:
+        row = json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{member.name}: last JSON line is not valid JSON: {exc}") from exc
+    missing = REPRO_KEYS - set(row)
+    if missing:
+        raise ValueError(f"{member.name}: reproduce.py JSON line lacks keys {sorted(missing)}")
+    return row
+
+
+@nox.session
+def reproduce(session: nox.Session) -> None:
+    """Every package's benchmarks/reproduce.py --quick; writes REPRODUCTION.md at the root."""
+    chosen, _ = _split_posargs(session, PAPERS)
+    rows, errors = [], []
+    for member in MEMBERS:
+        if member.is_kernels or (chosen and member.name not in chosen):
+            continue
+        try:
+            rows.append(_reproduce_one(session, member))
+        except (ValueError, nox.command.CommandFailed) as exc:
+            errors.append(f"{member.name}: {exc}")
+            rows.append({"package": member.name, "claim": "FAILED", "paper": "", "ours": str(exc),
+                         "baseline": "", "ratio": None, "seconds": None})
+    sys.path.insert(0, str(ROOT / "tools"))
+    from reproduce_table import write_table  # noqa: PLC0415
+
+    write_table(rows, ROOT / "REPRODUCTION.md")
+    session.log(f"wrote {ROOT / 'REPRODUCTION.md'} ({len(rows)} packages)")
+    if errors:
+        session.error("reproduce failed for: " + "; ".join(errors))
+
+
+@nox.session
+@nox.parametrize("package", PAPERS, ids=PAPERS)
+def bench(session: nox.Session, package: str) -> None:
+    """A member's benchmarks/bench_*.py (speed / memory against the peer, as ratios)."""
+    rest = _selected(session, package, PAPERS)
+    member = BY_NAME[package]
+    scripts = sorted((member.path / "benchmarks").glob("bench_*.py"))
+    if not scripts:
+        session.skip(f"{member.name} has no benchmarks/bench_*.py")
+    _sync(session, member)
+    for script in scripts:
+        session.run("python", str(script), *rest)

@@ -1,0 +1,141 @@
+"""Which implementation a kernel call runs: one function decides, and says why.
+
+Three backends exist for every fast kernel in this package:
+
+=====================  ==================================================================
+``"triton"``           the Triton kernel, compiled for a CUDA device
+``"triton_interpret"`` the same Triton kernel run by Triton's interpreter on the CPU
+                       (``TRITON_INTERPRET=1``); slow, used to test kernels without a GPU
+``"torch"``            the plain-PyTorch reference that sits beside each kernel
+=====================  ==================================================================
+
+:func:`select_backend` returns a :class:`BackendChoice` (backend + reason), so a caller (and a
+user debugging a slow run) can see *why* a path was taken. There is no silent fallback: if a
+Triton kernel was asked for explicitly (``prefer="triton"`` or ``ICML26_KERNELS_BACKEND=triton``)
+and cannot run, :func:`select_backend` raises instead of quietly running the reference.
+
+Note: Triton decides at *decoration* time whether ``@triton.jit`` builds an interpreted
+function, so ``TRITON_INTERPRET=1`` must be set before a kernel module is imported (tests do
+this in ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Backend = Literal["triton", "triton_interpret", "torch"]
+BACKENDS: tuple[Backend, ...] = ("triton", "triton_interpret", "torch")
+ENV_VAR = "ICML26_KERNELS_BACKEND"
+_REQUESTS = ("auto", "triton", "torch")
+
+__all__ = [
+    "BACKENDS",
+    "ENV_VAR",
+    "Backend",
+    "BackendChoice",
+    "available_backends",
+    "interpreter_enabled",
+    "select_backend",
+    "triton_installed",
+]
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend a call will run, and the reason it was chosen."""
+
+    backend: Backend
+    reason: str
+
+    @property
+    def uses_triton(self) -> bool:
+        return self.backend != "torch"
+
+
+@functools.cache
+def triton_installed() -> bool:
+    """True when the ``triton`` package can be imported (checked without importing it)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def interpreter_enabled() -> bool:
+    """True when ``TRITON_INTERPRET=1``: Triton kernels run on the CPU through the interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _device_type(device: Any) -> str:
+    """'cuda', 'cpu', ... from a torch.device, a tensor, a string or None (None means cpu)."""
+    if device is None:
+        return "cpu"
+    if isinstance(device, str):
+        return device.split(":", 1)[0]
+    dev = getattr(device, "device", device)  # a tensor has .device
+    kind = getattr(dev, "type", None)
+    if not isinstance(kind, str):
+        raise TypeError(
+            f"device must be a torch.device, a tensor, a string like 'cuda:0' or None; got {type(device).__name__}"
+        )
+    return kind
+
+
+def select_backend(device: Any = None, *, prefer: str | None = None) -> BackendChoice:
+    """Decide which implementation runs for inputs on ``device``.
+
+    Args:
+        device: where the inputs live (tensor, ``torch.device``, ``"cuda:0"``, or None = CPU).
+        prefer: ``"auto"`` (default), ``"triton"`` (a Triton kernel or an error) or ``"torch"``
+            (the reference). When None, the environment variable ``ICML26_KERNELS_BACKEND``
+            is read, defaulting to ``"auto"``.
+
+    Returns:
+        A :class:`BackendChoice`. Rules, in order: ``"torch"`` if asked for; the Triton
+        interpreter if ``TRITON_INTERPRET=1`` and triton is installed; compiled Triton for CUDA
+        inputs when triton is installed; otherwise the torch reference (``auto``) or a
+        ``RuntimeError`` (``triton`` was demanded).
+    """
+    requested = prefer if prefer is not None else os.environ.get(ENV_VAR, "auto")
+    if requested not in _REQUESTS:
+        source = "prefer" if prefer is not None else ENV_VAR
+        raise ValueError(f"{source} must be one of {_REQUESTS}; got {requested!r}")
+    kind = _device_type(device)
+    if requested == "torch":
+        return BackendChoice("torch", f"torch reference requested ({ENV_VAR} or prefer='torch')")
+    if not triton_installed():
+        if requested == "triton":
+            raise RuntimeError(
+                "a Triton kernel was requested but triton is not installed; "
+                "install icml26-kernels[triton] or request prefer='torch'"
+            )
+        return BackendChoice("torch", "triton is not installed")
+    if interpreter_enabled():
+        return BackendChoice("triton_interpret", "TRITON_INTERPRET=1: Triton kernel on the CPU interpreter")
+    if kind == "cuda":
+        return BackendChoice("triton", "CUDA inputs and triton installed")
+    if requested == "triton":
+        raise RuntimeError(
+            f"a Triton kernel was requested for {kind!r} inputs; Triton compiles for CUDA only. "
+            "Move the inputs to a GPU or set TRITON_INTERPRET=1 (before importing the kernels) "
+            "to run the kernel on the CPU interpreter"
+        )
+    return BackendChoice("torch", f"{kind} inputs without TRITON_INTERPRET=1: torch reference")
+
+
+def available_backends() -> list[Backend]:
+    """The backends that can run on this machine now (always includes ``"torch"``)."""
+    out: list[Backend] = []
+    if triton_installed():
+        try:
+            import torch  # noqa: PLC0415  (optional dependency)
+
+            if torch.cuda.is_available():
+                out.append("triton")
+        except ImportError:
+            pass
+        if interpreter_enabled():
+            out.append("triton_interpret")
+    out.append("torch")
+    return out

@@ -1,0 +1,140 @@
+"""Discover the workspace members and read their metadata from ``pyproject.toml``.
+
+Used by ``noxfile.py``, the CI matrix (``tools/changed.py``), the README table and vendoring,
+so there is no hand-kept list of packages anywhere.
+
+    python tools/workspace.py list [--json]
+    python tools/workspace.py show NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS_DIR = "shared-kernels"
+KERNELS_NAME = "kernels"
+DIST_PREFIX = "icml26-"
+
+
+class UnknownPackageError(LookupError):
+    """A package name that is not a workspace member; the message lists the valid names."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One workspace member (a distribution)."""
+
+    name: str  # short name: "normbt", "kge-mos", or "kernels" for shared-kernels
+    dist: str  # distribution: "icml26-normbt"
+    import_name: str  # "icml26_normbt"
+    path: Path  # folder, absolute
+    version: str
+    description: str
+    dependencies: list[str] = field(default_factory=list)
+    extras: dict[str, list[str]] = field(default_factory=dict)
+    dev: list[str] = field(default_factory=list)
+    paper: str = ""  # [tool.icml26] paper = "..."
+    status: str = ""  # [tool.icml26] status = "..."
+
+    def relpath(self, root: Path = ROOT) -> str:
+        """The folder relative to the repository root: ``packages/normbt``, ``shared-kernels``."""
+        return self.path.relative_to(Path(root).resolve()).as_posix()
+
+    @property
+    def src(self) -> Path:
+        return self.path / "src" / self.import_name
+
+    @property
+    def is_kernels(self) -> bool:
+        return self.name == KERNELS_NAME
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+
+def read_member(folder: Path) -> Member:
+    """Read one member's metadata; raises ValueError naming the file when it is malformed."""
+    pyproject = folder / "pyproject.toml"
+    try:
+        data = tomllib.loads(pyproject.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{pyproject}: cannot read: {exc}") from exc
+    project = data.get("project")
+    if not isinstance(project, dict) or "name" not in project or "version" not in project:
+        raise ValueError(f"{pyproject}: needs a [project] table with a static name and version")
+    dist = project["name"]
+    if not dist.startswith(DIST_PREFIX):
+        raise ValueError(f"{pyproject}: project.name must start with {DIST_PREFIX!r}; got {dist!r}")
+    name = KERNELS_NAME if folder.name == KERNELS_DIR else folder.name
+    if folder.name != KERNELS_DIR and dist != DIST_PREFIX + name:
+        raise ValueError(f"{pyproject}: folder packages/{name} must hold {DIST_PREFIX + name}; got {dist!r}")
+    meta = data.get("tool", {}).get("icml26", {})
+    return Member(
+        name=name,
+        dist=dist,
+        import_name=dist.replace("-", "_"),
+        path=folder.resolve(),
+        version=str(project["version"]),
+        description=project.get("description", ""),
+        dependencies=list(project.get("dependencies", [])),
+        extras={k: list(v) for k, v in project.get("optional-dependencies", {}).items()},
+        dev=[d for d in data.get("dependency-groups", {}).get("dev", []) if isinstance(d, str)],
+        paper=meta.get("paper", ""),
+        status=meta.get("status", ""),
+    )
+
+
+def discover(root: Path = ROOT) -> list[Member]:
+    """All members: ``shared-kernels`` first, then ``packages/*`` sorted by name."""
+    root = Path(root)
+    folders = []
+    if (root / KERNELS_DIR / "pyproject.toml").is_file():
+        folders.append(root / KERNELS_DIR)
+    folders += sorted(p.parent for p in (root / "packages").glob("*/pyproject.toml"))
+    return [read_member(f) for f in folders]
+
+
+def get(name: str, root: Path = ROOT) -> Member:
+    """A member by short name (``normbt``), distribution (``icml26-normbt``) or import name."""
+    members = discover(root)
+    for m in members:
+        if name in (m.name, m.dist, m.import_name, m.path.name):
+            return m
+    valid = ", ".join(m.name for m in members)
+    raise UnknownPackageError(f"unknown package {name!r}; valid names: {valid}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/workspace.py", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_list = sub.add_parser("list", help="list the members")
+    p_list.add_argument("--json", action="store_true", help="one JSON object per member")
+    p_show = sub.add_parser("show", help="one member's metadata as JSON")
+    p_show.add_argument("name")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            for m in discover():
+                print(json.dumps(m.to_json()) if args.json else f"{m.name}\t{m.dist}\t{m.version}")
+        else:
+            print(json.dumps(get(args.name).to_json(), indent=2))
+    except (UnknownPackageError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
