@@ -220,7 +220,7 @@ def init_cores(
 def multilinear_vectors(z: Any) -> Any:
     """``z (B, n) -> b (B, n, 2)`` with ``b[..., 0] = 1 - z`` and ``b[..., 1] = z``."""
     if _is_torch(z):
-        import torch  # noqa: PLC0415  (optional dependency, imported with the tensor's module)
+        import torch
 
         return torch.stack([1 - z, z], dim=-1)
     z = np.asarray(z, dtype=np.float64)
@@ -232,7 +232,9 @@ def _check(topo: GraphTopology, cores: Sequence[Any], vectors: Any) -> None:
         raise ValueError(f"cores must hold one tensor per node ({topo.n_nodes}); got {len(cores)}")
     for u, (c, s) in enumerate(zip(cores, topo.core_shapes)):
         if tuple(c.shape) != s:
-            raise ValueError(f"cores[{u}] must have shape {s} (phys, bonds...); got {tuple(c.shape)}")
+            raise ValueError(
+                f"cores[{u}] must have shape {s} (phys, bonds...); got {tuple(c.shape)}"
+            )
     shape = tuple(vectors.shape)
     if len(shape) != 3 or shape[1:] != (topo.n_nodes, topo.phys_dim):
         raise ValueError(
@@ -269,7 +271,9 @@ def _run(
         sl_ops = []
         for term, op in zip(inputs, ops):
             if any(s in fixed for s in term):
-                idx = tuple(slice(fixed[s], fixed[s] + 1) if s in fixed else slice(None) for s in term)
+                idx = tuple(
+                    slice(fixed[s], fixed[s] + 1) if s in fixed else slice(None) for s in term
+                )
                 op = op[idx]
             sl_ops.append(op)
         part = o.contract(plan.equation, *sl_ops, optimize=list(plan.path))
@@ -345,7 +349,7 @@ def _batched(
         for i in range(0, b, max_batch)
     ]
     if _is_torch(parts[0]):
-        import torch  # noqa: PLC0415
+        import torch
 
         return torch.cat(parts, dim=0)
     return np.concatenate(parts, axis=0)
@@ -382,7 +386,7 @@ def probe(
         raise ValueError(f"sites must be node ids in [0, {topo.n_nodes})")
     p, k = sites_np.shape
     if _is_torch(cores[0]):
-        import torch  # noqa: PLC0415
+        import torch
 
         ref = cores[0]
         base_t = torch.as_tensor(base, dtype=ref.dtype, device=ref.device)
@@ -427,7 +431,9 @@ def dense_tensor_reference(topo: GraphTopology, cores: Sequence[Any]) -> np.ndar
     Cores are absorbed in node order; a bond is summed (``np.tensordot``) as soon as both of its
     end cores are in. Independent of opt_einsum, so it checks :func:`contract`.
     """
-    cores_np = [np.asarray(c.detach().cpu() if _is_torch(c) else c, dtype=np.float64) for c in cores]
+    cores_np = [
+        np.asarray(c.detach().cpu() if _is_torch(c) else c, dtype=np.float64) for c in cores
+    ]
     # running tensor and the label of each of its axes: ("p", u) physical, ("b", e) open bond
     t = np.ones(())
     labels: list[tuple[str, int]] = []

@@ -14,6 +14,7 @@ the two common simplifications of a graph. Only numpy (and the standard library)
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -140,7 +141,7 @@ class GraphTopology:
         order = list(range(n_nodes)) if order is None else [int(u) for u in order]
         if sorted(order) != list(range(n_nodes)):
             raise ValueError(f"order must be a permutation of range({n_nodes}); got {order}")
-        edges = list(zip(order[:-1], order[1:]))
+        edges = list(itertools.pairwise(order))
         return cls.from_edges(n_nodes, edges or np.zeros((0, 2), int), bond_dim, phys_dim=phys_dim)
 
     @classmethod
@@ -262,7 +263,9 @@ def _bond_dims(bond_dim: int | Iterable[int], n_edges: int) -> tuple[int, ...]:
         return (int(bond_dim),) * n_edges
     dims = tuple(int(c) for c in bond_dim)  # type: ignore[union-attr]
     if len(dims) != n_edges:
-        raise ValueError(f"bond_dim must be an int or one int per edge ({n_edges}); got {len(dims)}")
+        raise ValueError(
+            f"bond_dim must be an int or one int per edge ({n_edges}); got {len(dims)}"
+        )
     if any(c < 1 for c in dims):
         raise ValueError(f"bond_dim must be >= 1; got {dims}")
     return dims
