@@ -30,7 +30,9 @@ __all__ = ["grouped_mlp", "grouped_mlp_ref"]
 
 def _check(x, w1, w2, perm):
     if not isinstance(perm, Permutation):
-        raise TypeError(f"perm must be a Permutation from make_permutation; got {type(perm).__name__}")
+        raise TypeError(
+            f"perm must be a Permutation from make_permutation; got {type(perm).__name__}"
+        )
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[0] != perm.num_rows:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be (P, D) with P = perm.num_rows = {perm.num_rows}; got {got}")
@@ -38,7 +40,9 @@ def _check(x, w1, w2, perm):
     if w1.dim() != 3 or w1.shape[0] != e or w1.shape[1] != d:
         raise ValueError(f"w1 must be (E, D, M) = ({e}, {d}, M); got {tuple(w1.shape)}")
     if w2.dim() != 3 or w2.shape[0] != e or w2.shape[1] != w1.shape[2]:
-        raise ValueError(f"w2 must be (E, M, D_out) = ({e}, {w1.shape[2]}, D_out); got {tuple(w2.shape)}")
+        raise ValueError(
+            f"w2 must be (E, M, D_out) = ({e}, {w1.shape[2]}, D_out); got {tuple(w2.shape)}"
+        )
 
 
 def grouped_mlp_ref(
@@ -160,8 +164,12 @@ if triton_installed():
             dh = tl.dot(dy, tl.trans(w2), input_precision="ieee")  # (BLOCK_R, BLOCK_M)
             dpre = dh * _gelu_grad(pre)
             dx += tl.dot(dpre, tl.trans(w1), input_precision="ieee")
-            tl.atomic_add(DW2 + w2_ptr, tl.dot(tl.trans(h), dy, input_precision="ieee"), mask=w2_mask)
-            tl.atomic_add(DW1 + w1_ptr, tl.dot(tl.trans(x), dpre, input_precision="ieee"), mask=w1_mask)
+            tl.atomic_add(
+                DW2 + w2_ptr, tl.dot(tl.trans(h), dy, input_precision="ieee"), mask=w2_mask
+            )
+            tl.atomic_add(
+                DW1 + w1_ptr, tl.dot(tl.trans(x), dpre, input_precision="ieee"), mask=w1_mask
+            )
         tl.store(DX + rows[:, None] * D + dcols[None, :], dx, mask=d_ok[None, :])
 
 

@@ -21,7 +21,14 @@ import torch
 
 from ..backend import select_backend, triton_installed
 
-__all__ = ["Permutation", "make_permutation", "permute", "permute_ref", "unpermute", "unpermute_ref"]
+__all__ = [
+    "Permutation",
+    "make_permutation",
+    "permute",
+    "permute_ref",
+    "unpermute",
+    "unpermute_ref",
+]
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,9 @@ def unpermute_ref(
 
 def _check_gates(gates, perm):
     if not isinstance(gates, torch.Tensor) or tuple(gates.shape) != tuple(perm.dest.shape):
-        raise ValueError(f"gates must have shape (N, k) = {tuple(perm.dest.shape)}; got {_shape(gates)}")
+        raise ValueError(
+            f"gates must have shape (N, k) = {tuple(perm.dest.shape)}; got {_shape(gates)}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,7 +163,9 @@ if triton_installed():
         v = tl.load(Src + src[:, None] * D + cols[None, :], mask=live, other=0.0)
         if HAS_SCALE:
             v = v * tl.load(Scale + rows, mask=row_ok, other=0.0)[:, None]
-        tl.store(Out + rows[:, None] * D + cols[None, :], v, mask=row_ok[:, None] & (cols[None, :] < D))
+        tl.store(
+            Out + rows[:, None] * D + cols[None, :], v, mask=row_ok[:, None] & (cols[None, :] < D)
+        )
 
     @triton.jit
     def _combine_rows_kernel(
@@ -178,7 +189,10 @@ if triton_installed():
             r = tl.load(Dest + rows * K + j, mask=row_ok, other=0)
             v = tl.load(Y + r[:, None] * D + cols[None, :], mask=m2, other=0.0).to(tl.float32)
             if HAS_GATES:
-                v = v * tl.load(Gates + rows * K + j, mask=row_ok, other=0.0).to(tl.float32)[:, None]
+                v = (
+                    v
+                    * tl.load(Gates + rows * K + j, mask=row_ok, other=0.0).to(tl.float32)[:, None]
+                )
             acc += v
         tl.store(Out + rows[:, None] * D + cols[None, :], acc.to(Out.dtype.element_ty), mask=m2)
 
