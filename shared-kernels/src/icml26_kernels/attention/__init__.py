@@ -1,3 +1,52 @@
-"""icml26_kernels.attention (filled by the package issue that needs it)."""
+"""Attention with deferred (in-kernel) RoPE over KV stored once and reused at any position.
 
-__all__: list[str] = []
+- RoPE (:mod:`.rope`): :class:`RopeConfig` (neox / interleaved, partial ``rotary_dim``,
+  llama3 scaling), tables, :func:`apply_rope` (Triton) beside :func:`apply_rope_ref`.
+- Packed block tables (:mod:`.block_table`): ``[pad:16 | offset+1:16 | block:32]`` per block.
+- Paged attention (:mod:`.paged`): :func:`paged_prefill` / :func:`paged_decode` (Triton) beside
+  :func:`paged_prefill_ref` / :func:`paged_decode_ref`; the query is de-rotated per KV block by
+  the block's offset instead of re-rotating (copying) the cached keys.
+
+Needs the ``torch`` extra (``triton`` for the kernels); dispatch via :mod:`icml26_kernels.backend`.
+"""
+
+from .block_table import (
+    BLOCK_INDEX_MAX,
+    OFFSET_MAX,
+    PAD_MAX,
+    BlockTableOverflowError,
+    pack_block_table,
+    unpack_block_table,
+)
+from .paged import paged_decode, paged_decode_ref, paged_prefill, paged_prefill_ref
+from .rope import (
+    Llama3Scaling,
+    RopeConfig,
+    apply_rope,
+    apply_rope_ref,
+    rope_cos_sin,
+    rope_inv_freq,
+    rope_table,
+    rotate_pairs,
+)
+
+__all__ = [
+    "BLOCK_INDEX_MAX",
+    "OFFSET_MAX",
+    "PAD_MAX",
+    "BlockTableOverflowError",
+    "Llama3Scaling",
+    "RopeConfig",
+    "apply_rope",
+    "apply_rope_ref",
+    "pack_block_table",
+    "paged_decode",
+    "paged_decode_ref",
+    "paged_prefill",
+    "paged_prefill_ref",
+    "rope_cos_sin",
+    "rope_inv_freq",
+    "rope_table",
+    "rotate_pairs",
+    "unpack_block_table",
+]

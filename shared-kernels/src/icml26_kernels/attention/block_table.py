@@ -38,7 +38,9 @@ class BlockTableOverflowError(ValueError):
     """A block index, RoPE offset or pad count does not fit its packed bit field."""
 
 
-def pack_block_table(block_ids: Any, offsets: Any, pads: Any, *, block_size: int | None = None) -> Any:
+def pack_block_table(
+    block_ids: Any, offsets: Any, pads: Any, *, block_size: int | None = None
+) -> Any:
     """Pack ``(block_ids, offsets, pads)`` (equal-shape integer tensors) into one int64 tensor.
 
     Args:
@@ -50,7 +52,7 @@ def pack_block_table(block_ids: Any, offsets: Any, pads: Any, *, block_size: int
     Returns:
         int64 tensor of the same shape: ``idx | (Δ + 1) << 32 | pad << 48``.
     """
-    import torch  # noqa: PLC0415  (optional dependency of icml26-kernels)
+    import torch
 
     block_ids = torch.as_tensor(block_ids, dtype=torch.int64)
     offsets = torch.as_tensor(offsets, dtype=torch.int64, device=block_ids.device)
@@ -87,10 +89,12 @@ def unpack_block_table(table: Any) -> tuple[Any, Any, Any, Any]:
         ``(block_ids, offsets, pads, used)``; ``used`` is False for zero (padding) entries,
         whose other fields are meaningless.
     """
-    import torch  # noqa: PLC0415
+    import torch
 
     if not isinstance(table, torch.Tensor) or table.dtype != torch.int64:
-        raise TypeError(f"block_table must be an int64 torch.Tensor; got {getattr(table, 'dtype', type(table))}")
+        raise TypeError(
+            f"block_table must be an int64 torch.Tensor; got {getattr(table, 'dtype', type(table))}"
+        )
     block_ids = table & 0xFFFFFFFF
     field = (table >> 32) & 0xFFFF
     pads = (table >> 48) & 0xFFFF

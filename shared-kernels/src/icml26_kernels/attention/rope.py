@@ -170,7 +170,8 @@ def rotate_pairs(
     c, s = cos.to(cd), sin.to(cd)
     if inverse:
         s = -s
-    out = xc.clone()
+    lead = torch.broadcast_shapes(x.shape[:-1], c.shape[:-1])
+    out = xc.expand(*lead, x.shape[-1]).clone()
     out[..., i1] = x1 * c - x2 * s
     out[..., i2] = x2 * c + x1 * s
     return out.to(x.dtype)

@@ -1,0 +1,556 @@
+"""Paged attention with deferred RoPE (LazyAttention, ICML 2026): prefill and decode kernels.
+
+KV lives once in a pool of fixed-size blocks, ``k_pool, v_pool: (n_pool_blocks, block_size,
+H_kv, D)``. Keys were rotated at their *local* positions (a document prefilled on its own, from
+position 0). A request reads blocks through a packed block table (see :mod:`.block_table`)
+whose entries carry an offset Δ_b: the key in slot j of block b is logically at Δ_b + j.
+Instead of re-rotating (and copying) K, the kernels de-rotate the query per block::
+
+    score(q at p, key k stored at j in block b) = ⟨R(p) q, R(Δ_b + j) k⟩ / √D
+                                                = ⟨R(−Δ_b) R(p) q, R(j) k⟩ / √D
+
+(§3 of the paper: ⟨R(p_q)q, R(p_k)k⟩ = ⟨R(p_q − p_k)q, k⟩), so one physical KV copy serves any
+number of requests at any positions. Trailing ``pad`` slots of a block never score; documents
+are padded to whole blocks so a block never holds two documents.
+
+- :func:`paged_prefill`: ``Tq`` new query tokens (already rotated at their logical positions)
+  attend to the paged context and, causally, to their own new keys/values (offset 0); online
+  softmax over KV tiles, GQA by sharing a KV head across ``H / H_kv`` query heads.
+- :func:`paged_decode`: one new token per request over the paged context only (the caller
+  appends the token's own KV to a private block first). Q is re-rotated only when the block's
+  offset changes (once per document) and always from the original Q, so rounding error does
+  not accumulate along the table.
+
+Each has a torch reference (``*_ref``) that gathers the blocks and spells out the maths; the
+Triton kernels are checked against them (``TRITON_INTERPRET=1`` on the CPU, compiled on CUDA).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..backend import select_backend
+from .block_table import unpack_block_table
+from .rope import RopeConfig, rope_cos_sin, rope_table, rotate_pairs
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - the [torch] extra has no triton
+    triton = None
+
+__all__ = ["paged_decode", "paged_decode_ref", "paged_prefill", "paged_prefill_ref"]
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_common(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_table: torch.Tensor,
+    cfg: RopeConfig,
+) -> None:
+    if not isinstance(cfg, RopeConfig):
+        raise TypeError(f"cfg must be a RopeConfig; got {type(cfg).__name__}")
+    if k_pool.dim() != 4 or k_pool.shape != v_pool.shape:
+        raise ValueError(
+            "k_pool and v_pool must both have shape (n_blocks, block_size, H_kv, D); got "
+            f"{tuple(k_pool.shape)} and {tuple(v_pool.shape)}"
+        )
+    if not (q.dtype == k_pool.dtype == v_pool.dtype):
+        raise TypeError(
+            f"q, k_pool and v_pool must share a dtype; got {q.dtype}, {k_pool.dtype}, {v_pool.dtype}"
+        )
+    if not q.dtype.is_floating_point:
+        raise TypeError(f"q must be a floating tensor; got {q.dtype}")
+    h, d = q.shape[-2], q.shape[-1]
+    h_kv = k_pool.shape[2]
+    if d != cfg.head_dim or k_pool.shape[3] != d:
+        raise ValueError(
+            f"head dim mismatch: q {d}, k_pool {k_pool.shape[3]}, cfg.head_dim {cfg.head_dim}"
+        )
+    if h % h_kv:
+        raise ValueError(f"query heads ({h}) must be a multiple of KV heads ({h_kv}) for GQA")
+    if (
+        not isinstance(block_table, torch.Tensor)
+        or block_table.dtype != torch.int64
+        or block_table.dim() != 2
+    ):
+        raise TypeError(
+            "block_table must be a 2-D int64 tensor (batch, max_blocks) from pack_block_table"
+        )
+    if block_table.shape[0] != q.shape[0]:
+        raise ValueError(
+            f"block_table has {block_table.shape[0]} rows but q has batch {q.shape[0]}"
+        )
+    ids, _, _, used = unpack_block_table(block_table)
+    n_used = used.sum(1, keepdim=True)
+    if not torch.equal(used, torch.arange(used.shape[1], device=used.device)[None, :] < n_used):
+        raise ValueError("block_table entries must be left-packed: used entries first, then zeros")
+    if bool((used & (ids >= k_pool.shape[0])).any()):
+        raise ValueError(f"block_table refers to a block >= n_pool_blocks={k_pool.shape[0]}")
+
+
+def _check_triton(
+    k_pool: torch.Tensor, block_table: torch.Tensor, cos: torch.Tensor, cfg: RopeConfig
+) -> None:
+    bs = k_pool.shape[1]
+    if bs & (bs - 1):
+        raise ValueError(f"the Triton kernels need a power-of-two block_size; got {bs}")
+    _, off, _, used = unpack_block_table(block_table)
+    need = int(off[used].max()) + 1 if bool(used.any()) else 1
+    if cos.shape[0] < need or cos.shape[-1] != cfg.half:
+        raise ValueError(
+            f"table must cover offsets < {need} with {cfg.half} frequencies; got {tuple(cos.shape)}"
+        )
+    if k_pool.stride(-1) != 1:
+        raise ValueError("k_pool/v_pool must be contiguous in the last (head_dim) axis")
+
+
+# ----------------------------------------------------------------------------- references
+
+
+def _attend_ref(
+    q: torch.Tensor,  # (Tq, H, D), rotated at logical positions
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    row: torch.Tensor,  # (M,) packed entries of one request
+    cfg: RopeConfig,
+    scale: float,
+    k_new: torch.Tensor | None,  # (Tq, H_kv, D) or None
+    v_new: torch.Tensor | None,
+) -> torch.Tensor:
+    cd = torch.float64 if q.dtype == torch.float64 else torch.float32
+    t, h, d = q.shape
+    bs, h_kv = k_pool.shape[1], k_pool.shape[2]
+    g = h // h_kv
+    ids, off, pad, used = unpack_block_table(row)
+    ids, off, pad = ids[used], off[used], pad[used]
+    n = ids.numel()
+    # context: de-rotate Q once per block by its offset Δ_b
+    cos, sin = rope_cos_sin(off, cfg, cd)  # (n, r/2)
+    qd = rotate_pairs(
+        q.to(cd)[None], cos[:, None, None, :], sin[:, None, None, :], cfg, inverse=True
+    )  # (n, Tq, H, D)
+    k = k_pool[ids].to(cd).repeat_interleave(g, dim=2)  # (n, bs, H, D)
+    v = v_pool[ids].to(cd).repeat_interleave(g, dim=2)
+    s_ctx = torch.einsum("nthd,nshd->htns", qd, k).reshape(h, t, n * bs) * scale
+    valid = (torch.arange(bs, device=q.device)[None, :] < (bs - pad)[:, None]).reshape(
+        -1
+    )  # (n*bs,)
+    s_ctx = s_ctx.masked_fill(~valid, float("-inf"))
+    scores, values = [s_ctx], [v.reshape(n * bs, h, d)]
+    if k_new is not None:
+        kn = k_new.to(cd).repeat_interleave(g, dim=1)  # (Tq, H, D)
+        s_new = torch.einsum("thd,shd->hts", q.to(cd), kn) * scale
+        causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+        scores.append(s_new.masked_fill(~causal, float("-inf")))
+        values.append(v_new.to(cd).repeat_interleave(g, dim=1))
+    p = torch.softmax(torch.cat(scores, dim=-1), dim=-1)  # (H, Tq, S)
+    return torch.einsum("hts,shd->thd", p, torch.cat(values, dim=0)).to(q.dtype)
+
+
+def paged_prefill_ref(
+    q: torch.Tensor,
+    k_new: torch.Tensor,
+    v_new: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_table: torch.Tensor,
+    cfg: RopeConfig,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Reference prefill. ``q (B, Tq, H, D)``, ``k_new/v_new (B, Tq, H_kv, D)`` (rotated at the
+    tokens' logical positions), pools ``(N, bs, H_kv, D)``, ``block_table (B, M)`` packed.
+
+    out[b, t] = softmax_s(⟨R(−Δ_s) q_t, k_s⟩/√D over valid context slots s ∪ new keys ≤ t) · v
+    Returns ``(B, Tq, H, D)`` in q's dtype.
+    """
+    _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg)
+    sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    return torch.stack(
+        [
+            _attend_ref(q[b], k_pool, v_pool, block_table[b], cfg, sc, k_new[b], v_new[b])
+            for b in range(q.shape[0])
+        ]
+    )
+
+
+def paged_decode_ref(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_table: torch.Tensor,
+    cfg: RopeConfig,
+    *,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Reference decode. ``q (B, H, D)`` one token per request (rotated at its logical position);
+    every key it sees, its own included, is in the pool. Returns ``(B, H, D)``."""
+    _check_decode(q, k_pool, v_pool, block_table, cfg)
+    sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    return torch.stack(
+        [
+            _attend_ref(q[b][None], k_pool, v_pool, block_table[b], cfg, sc, None, None)[0]
+            for b in range(q.shape[0])
+        ]
+    )
+
+
+def _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg) -> None:
+    if q.dim() != 4:
+        raise ValueError(f"q must have shape (B, Tq, H, D); got {tuple(q.shape)}")
+    _check_common(q, k_pool, v_pool, block_table, cfg)
+    want = (q.shape[0], q.shape[1], k_pool.shape[2], q.shape[3])
+    if tuple(k_new.shape) != want or tuple(v_new.shape) != want:
+        raise ValueError(
+            f"k_new and v_new must have shape (B, Tq, H_kv, D) = {want}; got {tuple(k_new.shape)}, {tuple(v_new.shape)}"
+        )
+    if not (k_new.dtype == v_new.dtype == q.dtype):
+        raise TypeError(
+            f"k_new and v_new must have q's dtype {q.dtype}; got {k_new.dtype}, {v_new.dtype}"
+        )
+
+
+def _check_decode(q, k_pool, v_pool, block_table, cfg) -> None:
+    if q.dim() != 3:
+        raise ValueError(f"q must have shape (B, H, D); got {tuple(q.shape)}")
+    _check_common(q, k_pool, v_pool, block_table, cfg)
+    _, _, _, used = unpack_block_table(block_table)
+    if not bool(used.any(1).all()):
+        raise ValueError("every decode request needs at least one block (its own token's KV)")
+
+
+# ----------------------------------------------------------------------------- Triton kernels
+
+if triton is not None:
+
+    @triton.jit
+    def _online_update(sc, v, m_i, l_i, acc):
+        """One online-softmax step: fold scores ``sc (M, N)`` and values ``v (N, D)`` in."""
+        m_new = tl.maximum(m_i, tl.max(sc, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing valid yet
+        p = tl.exp(sc - m_safe[:, None])
+        alpha = tl.exp(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee").to(acc.dtype)
+        return m_new, l_i, acc
+
+    @triton.jit
+    def _paged_prefill_kernel(
+        Q,  # (B, Tq, H, D) queries, rotated at logical positions
+        KN,  # (B, Tq, H_kv, D) the queries' own keys
+        VN,  # (B, Tq, H_kv, D) the queries' own values
+        KP,  # (N, BS, H_kv, D) key pool, rotated at local positions
+        VP,  # (N, BS, H_kv, D) value pool
+        TABLE,  # (B, M) int64 packed [pad:16 | offset+1:16 | block:32]
+        NBLK,  # (B,) int32 used entries per row
+        COS,  # (P, HALF) cos table indexed by offset
+        SIN,  # (P, HALF) sin table
+        OUT,  # (B, Tq, H, D)
+        sq_b, sq_t, sq_h,
+        skn_b, skn_t, skn_h,
+        svn_b, svn_t, svn_h,
+        skp_n, skp_s, skp_h,
+        svp_n, svp_s, svp_h,
+        st_b,
+        so_b, so_t, so_h,
+        T, H, GROUP, HALF, D, scale,
+        BS: tl.constexpr,  # pool block size (power of two)
+        BS_PAD: tl.constexpr,  # max(BS, 16): tile rows for tl.dot
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        HALF_PAD: tl.constexpr,
+        PASS_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
+        HAS_PASS: tl.constexpr,
+        INTERLEAVED: tl.constexpr,
+        ACC: tl.constexpr,  # tl.float32 or tl.float64
+    ):  # fmt: skip
+        pid_m = tl.program_id(0)
+        pid_bh = tl.program_id(1)
+        b = pid_bh // H
+        h = pid_bh % H
+        hk = h // GROUP
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        mm = rm < T
+        i = tl.arange(0, HALF_PAD)
+        mi = i < HALF
+        if INTERLEAVED:
+            d1 = 2 * i
+            d2 = 2 * i + 1
+        else:
+            d1 = i
+            d2 = i + HALF
+        dp = 2 * HALF + tl.arange(0, PASS_PAD)
+        mp = dp < D
+        dv = tl.arange(0, D_PAD)
+        mv = dv < D
+        in_ty = Q.dtype.element_ty
+
+        qrow = Q + b * sq_b + h * sq_h + rm[:, None] * sq_t
+        q1 = tl.load(qrow + d1[None, :], mask=mm[:, None] & mi[None, :], other=0.0).to(ACC)
+        q2 = tl.load(qrow + d2[None, :], mask=mm[:, None] & mi[None, :], other=0.0).to(ACC)
+        qp = tl.load(qrow + dp[None, :], mask=mm[:, None] & mp[None, :], other=0.0)
+
+        m_i = tl.full([BLOCK_M], float("-inf"), ACC)
+        l_i = tl.zeros([BLOCK_M], ACC)
+        acc = tl.zeros([BLOCK_M, D_PAD], ACC)
+
+        # 1) the paged context, one KV block at a time, Q de-rotated by the block's offset
+        rs = tl.arange(0, BS_PAD)
+        ms = rs < BS
+        n_blk = tl.load(NBLK + b)
+        for j in range(0, n_blk):
+            e = tl.load(TABLE + b * st_b + j)
+            blk = e & 0xFFFFFFFF
+            delta = ((e >> 32) & 0xFFFF) - 1
+            pad = (e >> 48) & 0xFFFF
+            c = tl.load(COS + delta * HALF + i, mask=mi, other=1.0).to(ACC)
+            s = tl.load(SIN + delta * HALF + i, mask=mi, other=0.0).to(ACC)
+            qr1 = (q1 * c[None, :] + q2 * s[None, :]).to(in_ty)  # R(−Δ): inverse rotation
+            qr2 = (q2 * c[None, :] - q1 * s[None, :]).to(in_ty)
+            krow = KP + blk * skp_n + hk * skp_h + rs[:, None] * skp_s
+            k1 = tl.load(krow + d1[None, :], mask=ms[:, None] & mi[None, :], other=0.0)
+            k2 = tl.load(krow + d2[None, :], mask=ms[:, None] & mi[None, :], other=0.0)
+            sc = tl.dot(qr1, tl.trans(k1), input_precision="ieee").to(ACC)
+            sc += tl.dot(qr2, tl.trans(k2), input_precision="ieee").to(ACC)
+            if HAS_PASS:
+                kp = tl.load(krow + dp[None, :], mask=ms[:, None] & mp[None, :], other=0.0)
+                sc += tl.dot(qp, tl.trans(kp), input_precision="ieee").to(ACC)
+            sc = sc * scale
+            valid = rs < BS - pad
+            sc = tl.where(valid[None, :], sc, float("-inf"))
+            vrow = VP + blk * svp_n + hk * svp_h + rs[:, None] * svp_s
+            v = tl.load(vrow + dv[None, :], mask=ms[:, None] & mv[None, :], other=0.0)
+            m_i, l_i, acc = _online_update(sc, v, m_i, l_i, acc)
+
+        # 2) the queries' own keys, causal, no rotation (offset 0)
+        q1n = q1.to(in_ty)
+        q2n = q2.to(in_ty)
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, T)
+        for start in range(0, hi, BLOCK_N):
+            rn = start + tl.arange(0, BLOCK_N)
+            mn = rn < T
+            krow = KN + b * skn_b + hk * skn_h + rn[:, None] * skn_t
+            k1 = tl.load(krow + d1[None, :], mask=mn[:, None] & mi[None, :], other=0.0)
+            k2 = tl.load(krow + d2[None, :], mask=mn[:, None] & mi[None, :], other=0.0)
+            sc = tl.dot(q1n, tl.trans(k1), input_precision="ieee").to(ACC)
+            sc += tl.dot(q2n, tl.trans(k2), input_precision="ieee").to(ACC)
+            if HAS_PASS:
+                kp = tl.load(krow + dp[None, :], mask=mn[:, None] & mp[None, :], other=0.0)
+                sc += tl.dot(qp, tl.trans(kp), input_precision="ieee").to(ACC)
+            sc = sc * scale
+            ok = (rn[None, :] <= rm[:, None]) & mn[None, :]
+            sc = tl.where(ok, sc, float("-inf"))
+            vrow = VN + b * svn_b + hk * svn_h + rn[:, None] * svn_t
+            v = tl.load(vrow + dv[None, :], mask=mn[:, None] & mv[None, :], other=0.0)
+            m_i, l_i, acc = _online_update(sc, v, m_i, l_i, acc)
+
+        out = acc / l_i[:, None]
+        orow = OUT + b * so_b + h * so_h + rm[:, None] * so_t
+        tl.store(orow + dv[None, :], out.to(in_ty), mask=mm[:, None] & mv[None, :])
+
+    @triton.jit
+    def _paged_decode_kernel(
+        Q,  # (B, H, D) one token per request, rotated at its logical position
+        KP,  # (N, BS, H_kv, D) key pool
+        VP,  # (N, BS, H_kv, D) value pool
+        TABLE,  # (B, M) int64 packed entries
+        NBLK,  # (B,) int32 used entries per row
+        COS,  # (P, HALF) cos table indexed by offset
+        SIN,  # (P, HALF)
+        OUT,  # (B, H, D)
+        sq_b, sq_h,
+        skp_n, skp_s, skp_h,
+        svp_n, svp_s, svp_h,
+        st_b,
+        so_b, so_h,
+        H, GROUP, HALF, D, scale,
+        BS: tl.constexpr,
+        HALF_PAD: tl.constexpr,
+        PASS_PAD: tl.constexpr,
+        D_PAD: tl.constexpr,
+        HAS_PASS: tl.constexpr,
+        INTERLEAVED: tl.constexpr,
+        ACC: tl.constexpr,
+    ):  # fmt: skip
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        hk = h // GROUP
+        i = tl.arange(0, HALF_PAD)
+        mi = i < HALF
+        if INTERLEAVED:
+            d1 = 2 * i
+            d2 = 2 * i + 1
+        else:
+            d1 = i
+            d2 = i + HALF
+        dp = 2 * HALF + tl.arange(0, PASS_PAD)
+        mp = dp < D
+        dv = tl.arange(0, D_PAD)
+        mv = dv < D
+        rs = tl.arange(0, BS)
+
+        qrow = Q + b * sq_b + h * sq_h
+        q1 = tl.load(qrow + d1, mask=mi, other=0.0).to(ACC)  # the original Q, kept for the loop
+        q2 = tl.load(qrow + d2, mask=mi, other=0.0).to(ACC)
+        qp = tl.load(qrow + dp, mask=mp, other=0.0).to(ACC)
+        qc1 = q1
+        qc2 = q2
+        prev = tl.full([], -1, tl.int64)
+
+        m_i = tl.full([], float("-inf"), ACC)
+        l_i = tl.zeros([], ACC)
+        acc = tl.zeros([D_PAD], ACC)
+        n_blk = tl.load(NBLK + b)
+        for j in range(0, n_blk):
+            e = tl.load(TABLE + b * st_b + j)
+            blk = e & 0xFFFFFFFF
+            field = (e >> 32) & 0xFFFF
+            pad = (e >> 48) & 0xFFFF
+            if field != prev:  # new document: re-rotate, always from the original Q
+                c = tl.load(COS + (field - 1) * HALF + i, mask=mi, other=1.0).to(ACC)
+                s = tl.load(SIN + (field - 1) * HALF + i, mask=mi, other=0.0).to(ACC)
+                qc1 = q1 * c + q2 * s
+                qc2 = q2 * c - q1 * s
+                prev = field
+            krow = KP + blk * skp_n + hk * skp_h + rs[:, None] * skp_s
+            k1 = tl.load(krow + d1[None, :], mask=mi[None, :], other=0.0).to(ACC)
+            k2 = tl.load(krow + d2[None, :], mask=mi[None, :], other=0.0).to(ACC)
+            sc = tl.sum(qc1[None, :] * k1, 1) + tl.sum(qc2[None, :] * k2, 1)
+            if HAS_PASS:
+                kp = tl.load(krow + dp[None, :], mask=mp[None, :], other=0.0).to(ACC)
+                sc += tl.sum(qp[None, :] * kp, 1)
+            sc = tl.where(rs < BS - pad, sc * scale, float("-inf"))
+            vrow = VP + blk * svp_n + hk * svp_h + rs[:, None] * svp_s
+            v = tl.load(vrow + dv[None, :], mask=mv[None, :], other=0.0).to(ACC)
+            m_new = tl.maximum(m_i, tl.max(sc, 0))
+            p = tl.exp(sc - m_new)  # every block has >= 1 valid slot, so m_new is finite
+            alpha = tl.exp(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 0)
+            acc = acc * alpha + tl.sum(p[:, None] * v, 0)
+            m_i = m_new
+        tl.store(OUT + b * so_b + h * so_h + dv, (acc / l_i).to(OUT.dtype.element_ty), mask=mv)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _acc(dtype: torch.dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _tables(cfg, block_table, dtype, device, table):
+    if table is not None:
+        return table
+    _, off, _, used = unpack_block_table(block_table)
+    need = int(off[used].max()) + 1 if bool(used.any()) else 1
+    return rope_table(cfg, need, dtype=dtype, device=device)
+
+
+def _n_blocks(block_table: torch.Tensor) -> torch.Tensor:
+    return (((block_table >> 32) & 0xFFFF) > 0).sum(1).to(torch.int32)
+
+
+def paged_prefill(
+    q: torch.Tensor,
+    k_new: torch.Tensor,
+    v_new: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_table: torch.Tensor,
+    cfg: RopeConfig,
+    *,
+    scale: float | None = None,
+    table: tuple[torch.Tensor, torch.Tensor] | None = None,
+    prefer: str | None = None,
+    block_m: int = 16,
+    block_n: int = 16,
+) -> torch.Tensor:
+    """Prefill attention over a packed block table with per-block query de-rotation.
+
+    Same contract as :func:`paged_prefill_ref`; ``table = rope_table(cfg, P)`` is the cos/sin
+    cache indexed by offset (built here when None). Backend from
+    :func:`icml26_kernels.backend.select_backend` (``prefer``: ``"auto"``/``"triton"``/``"torch"``).
+    """
+    choice = select_backend(q.device, prefer=prefer)
+    if not choice.uses_triton:
+        return paged_prefill_ref(q, k_new, v_new, k_pool, v_pool, block_table, cfg, scale=scale)
+    _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg)
+    cos, sin = _tables(cfg, block_table, q.dtype, q.device, table)
+    _check_triton(k_pool, block_table, cos, cfg)
+    for name, t in (("q", q), ("k_new", k_new), ("v_new", v_new), ("v_pool", v_pool)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in the last (head_dim) axis")
+    B, T, H, D = q.shape
+    bs = k_pool.shape[1]
+    out = torch.empty_like(q)
+    n_pass = D - cfg.rot_dim
+    grid = (triton.cdiv(T, block_m), B * H)
+    _paged_prefill_kernel[grid](
+        q, k_new, v_new, k_pool, v_pool, block_table, _n_blocks(block_table), cos, sin, out,
+        q.stride(0), q.stride(1), q.stride(2),
+        k_new.stride(0), k_new.stride(1), k_new.stride(2),
+        v_new.stride(0), v_new.stride(1), v_new.stride(2),
+        k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
+        v_pool.stride(0), v_pool.stride(1), v_pool.stride(2),
+        block_table.stride(0),
+        out.stride(0), out.stride(1), out.stride(2),
+        T, H, H // k_pool.shape[2], cfg.half, D,
+        1.0 / math.sqrt(D) if scale is None else scale,
+        BS=bs, BS_PAD=max(bs, 16), BLOCK_M=block_m, BLOCK_N=block_n,
+        HALF_PAD=max(_next_pow2(cfg.half), 16), PASS_PAD=max(_next_pow2(max(n_pass, 1)), 16),
+        D_PAD=max(_next_pow2(D), 16), HAS_PASS=n_pass > 0, INTERLEAVED=cfg.interleaved,
+        ACC=_acc(q.dtype),
+    )  # fmt: skip
+    return out
+
+
+def paged_decode(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_table: torch.Tensor,
+    cfg: RopeConfig,
+    *,
+    scale: float | None = None,
+    table: tuple[torch.Tensor, torch.Tensor] | None = None,
+    prefer: str | None = None,
+) -> torch.Tensor:
+    """Decode attention (one token per request) over a packed block table.
+
+    Same contract as :func:`paged_decode_ref`; see :func:`paged_prefill` for ``table``/``prefer``.
+    """
+    choice = select_backend(q.device, prefer=prefer)
+    if not choice.uses_triton:
+        return paged_decode_ref(q, k_pool, v_pool, block_table, cfg, scale=scale)
+    _check_decode(q, k_pool, v_pool, block_table, cfg)
+    cos, sin = _tables(cfg, block_table, q.dtype, q.device, table)
+    _check_triton(k_pool, block_table, cos, cfg)
+    if q.stride(-1) != 1 or v_pool.stride(-1) != 1:
+        raise ValueError("q and v_pool must be contiguous in the last (head_dim) axis")
+    B, H, D = q.shape
+    out = torch.empty_like(q)
+    n_pass = D - cfg.rot_dim
+    _paged_decode_kernel[(B, H)](
+        q, k_pool, v_pool, block_table, _n_blocks(block_table), cos, sin, out,
+        q.stride(0), q.stride(1),
+        k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
+        v_pool.stride(0), v_pool.stride(1), v_pool.stride(2),
+        block_table.stride(0),
+        out.stride(0), out.stride(1),
+        H, H // k_pool.shape[2], cfg.half, D,
+        1.0 / math.sqrt(D) if scale is None else scale,
+        BS=k_pool.shape[1],
+        HALF_PAD=_next_pow2(cfg.half), PASS_PAD=_next_pow2(max(n_pass, 1)),
+        D_PAD=_next_pow2(D), HAS_PASS=n_pass > 0, INTERLEAVED=cfg.interleaved,
+        ACC=_acc(q.dtype),
+    )  # fmt: skip
+    return out

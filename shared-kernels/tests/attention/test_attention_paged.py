@@ -1,0 +1,307 @@
+"""Paged attention with per-block query de-rotation: reference == dense brute force,
+Triton prefill/decode == reference, block-table packing, and clear errors."""
+
+import math
+
+import pytest
+import torch
+from icml26_kernels.attention import (
+    OFFSET_MAX,
+    BlockTableOverflowError,
+    Llama3Scaling,
+    RopeConfig,
+    apply_rope_ref,
+    pack_block_table,
+    paged_decode,
+    paged_decode_ref,
+    paged_prefill,
+    paged_prefill_ref,
+    rope_table,
+    unpack_block_table,
+)
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+CFGS = {
+    "neox": RopeConfig(head_dim=8),
+    "interleaved-llama3": RopeConfig(
+        head_dim=8, interleaved=True, llama3=Llama3Scaling(original_max_position_embeddings=32)
+    ),
+    "partial": RopeConfig(head_dim=12, rotary_dim=4),
+}
+
+
+def make_case(
+    seed, cfg, *, bs=4, h=4, h_kv=2, tq=5, doc_lens=((5, 3, 9), (4,)), dtype=torch.float64
+):
+    """Documents prefilled at local positions 0..L-1, packed into a shuffled pool; returns inputs
+    for the kernels plus the dense (materialized) view needed by the brute-force check."""
+    g = torch.Generator().manual_seed(seed)
+    d = cfg.head_dim
+    n_pool = sum(-(-L // bs) for lens in doc_lens for L in lens) + 3
+    k_pool = torch.randn(n_pool, bs, h_kv, d, dtype=dtype, generator=g)
+    v_pool = torch.randn(n_pool, bs, h_kv, d, dtype=dtype, generator=g)
+    free = torch.randperm(n_pool, generator=g).tolist()
+    rows, dense = [], []
+    for lens in doc_lens:
+        ids, offs, pads, keys, vals, start = [], [], [], [], [], 0
+        for L in lens:
+            nb = -(-L // bs)
+            blocks = [free.pop() for _ in range(nb)]
+            # the document's keys are rotated at local positions 0..L-1 (as a prefill would)
+            raw = torch.randn(L, h_kv, d, dtype=dtype, generator=g)
+            k_loc = apply_rope_ref(raw[None], torch.arange(L)[None], cfg)[0]
+            flat_k = torch.zeros(nb * bs, h_kv, d, dtype=dtype)
+            flat_k[:L] = k_loc
+            k_pool[blocks] = flat_k.reshape(nb, bs, h_kv, d)
+            ids += blocks
+            offs += [start] * nb
+            pads += [0] * (nb - 1) + [nb * bs - L]
+            # materialized view: the same keys re-rotated to their logical positions start..start+L-1
+            keys.append(apply_rope_ref(raw[None], torch.arange(start, start + L)[None], cfg)[0])
+            vals.append(v_pool[blocks].reshape(nb * bs, h_kv, d)[:L])
+            start += L
+        rows.append((ids, offs, pads))
+        dense.append((torch.cat(keys), torch.cat(vals), start))
+    m = max(len(r[0]) for r in rows)
+    table = torch.zeros(len(rows), m, dtype=torch.int64)
+    for b, (ids, offs, pads) in enumerate(rows):
+        table[b, : len(ids)] = pack_block_table(ids, offs, pads, block_size=bs)
+    B = len(doc_lens)
+    raw_q = torch.randn(B, tq, h, d, dtype=dtype, generator=g)
+    raw_k = torch.randn(B, tq, h_kv, d, dtype=dtype, generator=g)
+    v_new = torch.randn(B, tq, h_kv, d, dtype=dtype, generator=g)
+    pos = torch.stack(
+        [torch.arange(dn[2], dn[2] + tq) for dn in dense]
+    )  # query after the documents
+    q = apply_rope_ref(raw_q, pos, cfg)
+    k_new = apply_rope_ref(raw_k, pos, cfg)
+    return dict(
+        q=q, k_new=k_new, v_new=v_new, k_pool=k_pool, v_pool=v_pool, table=table, dense=dense
+    )
+
+
+def dense_attention(c, cfg):
+    """Brute force: materialized re-rotated document keys + the query's own keys, causal mask."""
+    outs = []
+    for b, (kd, vd, n_ctx) in enumerate(c["dense"]):
+        q, kn, vn = c["q"][b], c["k_new"][b], c["v_new"][b]
+        k = torch.cat([kd, kn])
+        v = torch.cat([vd, vn])
+        g = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        s = torch.einsum("thd,shd->hts", q, k) / math.sqrt(q.shape[-1])
+        t = q.shape[0]
+        allowed = torch.arange(n_ctx + t)[None, :] <= (n_ctx + torch.arange(t))[:, None]
+        s = s.masked_fill(~allowed, float("-inf"))
+        outs.append(torch.einsum("hts,shd->thd", s.softmax(-1), v))
+    return torch.stack(outs)
+
+
+def to_dev(c):
+    return {k: (v.to(DEV) if isinstance(v, torch.Tensor) else v) for k, v in c.items()}
+
+
+@pytest.mark.parametrize("name", list(CFGS))
+def test_attention_prefill_reference_equals_materialized_dense(name):
+    cfg = CFGS[name]
+    c = make_case(0, cfg)
+    got = paged_prefill_ref(
+        c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg
+    )
+    torch.testing.assert_close(got, dense_attention(c, cfg), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", list(CFGS))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_attention_prefill_triton_matches_reference(name, dtype):
+    cfg = CFGS[name]
+    c = to_dev(make_case(1, cfg, bs=8, tq=7, doc_lens=((9, 3), (2, 11, 6)), dtype=dtype))
+    args = (c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg)
+    got = paged_prefill(*args, prefer="triton", block_m=16, block_n=16)
+    want = paged_prefill_ref(*args)
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got, want, rtol=0, atol=tol)
+
+
+def test_attention_prefill_triton_multiple_query_tiles():
+    cfg = CFGS["neox"]
+    c = to_dev(make_case(2, cfg, bs=4, h=2, h_kv=1, tq=21, doc_lens=((6, 5),)))
+    args = (c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg)
+    got = paged_prefill(
+        *args, prefer="triton", block_m=16, block_n=16
+    )  # 2 query tiles, 2 key tiles
+    torch.testing.assert_close(got, dense_attention(c, cfg), rtol=0, atol=1e-10)
+
+
+def decode_case(c, cfg, bs):
+    """Append the first query token's own key to a private block (offset 0) for decode."""
+    k_pool, v_pool, table = c["k_pool"].clone(), c["v_pool"].clone(), c["table"].clone()
+    B = table.shape[0]
+    extra = torch.zeros(B, bs, *k_pool.shape[2:], dtype=k_pool.dtype, device=k_pool.device)
+    k_pool = torch.cat([k_pool, extra])
+    v_pool = torch.cat([v_pool, extra.clone()])
+    table = torch.cat([table, torch.zeros(B, 1, dtype=torch.int64, device=table.device)], 1)
+    for b in range(B):
+        blk = c["k_pool"].shape[0] + b
+        k_pool[blk, 0] = c["k_new"][b, 0]
+        v_pool[blk, 0] = c["v_new"][b, 0]
+        n = int((((table[b] >> 32) & 0xFFFF) > 0).sum())
+        table[b, n] = pack_block_table([blk], [0], [bs - 1], block_size=bs)[0]
+    return c["q"][:, 0].contiguous(), k_pool, v_pool, table
+
+
+@pytest.mark.parametrize("name", list(CFGS))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_attention_decode_triton_matches_reference_and_prefill(name, dtype):
+    cfg = CFGS[name]
+    bs = 4
+    c = to_dev(make_case(3, cfg, bs=bs, h=4, h_kv=1, tq=1, dtype=dtype))
+    q, k_pool, v_pool, table = decode_case(c, cfg, bs)
+    got = paged_decode(q, k_pool, v_pool, table, cfg, prefer="triton")
+    want = paged_decode_ref(q, k_pool, v_pool, table, cfg)
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got, want, rtol=0, atol=tol)
+    # decode over (documents + own key in the pool) == prefill with the own key passed as new
+    pre = paged_prefill_ref(
+        c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg
+    )
+    torch.testing.assert_close(want, pre[:, 0], rtol=0, atol=tol)
+
+
+def test_attention_decode_fp32_error_does_not_grow_with_offsets():
+    """Q is re-rotated from the original per document: fp32 error vs fp64 stays flat at
+    offsets up to OFFSET_MAX (an fp32 angle p·θ would be off by ~p·6e-8 rad there)."""
+    cfg = RopeConfig(head_dim=8)
+    g = torch.Generator().manual_seed(4)
+    n_docs, bs = 12, 4
+    k64 = torch.randn(n_docs, bs, 1, 8, dtype=torch.float64, generator=g)
+    v64 = torch.randn(n_docs, bs, 1, 8, dtype=torch.float64, generator=g)
+    q64 = torch.randn(1, 2, 8, dtype=torch.float64, generator=g)
+    offs = torch.linspace(0, OFFSET_MAX, n_docs).long()
+    table = pack_block_table(torch.arange(n_docs), offs, torch.zeros(n_docs, dtype=torch.long))[
+        None
+    ]
+    want = paged_decode_ref(q64, k64, v64, table, cfg)
+    got = paged_decode(
+        q64.float().to(DEV),
+        k64.float().to(DEV),
+        v64.float().to(DEV),
+        table.to(DEV),
+        cfg,
+        prefer="triton",
+    )
+    torch.testing.assert_close(got.double().cpu(), want, rtol=0, atol=2e-6)
+
+
+def test_attention_block_table_roundtrip_and_overflow():
+    ids = torch.tensor([0, 7, 2**31 - 1])
+    offs = torch.tensor([0, 123, OFFSET_MAX])
+    pads = torch.tensor([0, 3, 15])
+    t = pack_block_table(ids, offs, pads, block_size=16)
+    i2, o2, p2, used = unpack_block_table(t)
+    assert (
+        torch.equal(i2, ids)
+        and torch.equal(o2, offs)
+        and torch.equal(p2, pads)
+        and bool(used.all())
+    )
+    with pytest.raises(BlockTableOverflowError, match="offsets"):
+        pack_block_table([0], [OFFSET_MAX + 1], [0])
+    with pytest.raises(BlockTableOverflowError, match="block_ids"):
+        pack_block_table([2**31], [0], [0])
+    with pytest.raises(BlockTableOverflowError, match="pads"):
+        pack_block_table([0], [0], [16], block_size=16)
+    with pytest.raises(ValueError, match="same shape"):
+        pack_block_table([0, 1], [0], [0])
+
+
+def test_attention_bad_inputs_raise_clear_errors():
+    cfg = CFGS["neox"]
+    c = make_case(5, cfg, bs=4, doc_lens=((5, 3),))
+    base = dict(
+        q=c["q"],
+        k_new=c["k_new"],
+        v_new=c["v_new"],
+        k_pool=c["k_pool"],
+        v_pool=c["v_pool"],
+        block_table=c["table"],
+        cfg=cfg,
+    )
+    with pytest.raises(TypeError, match="share a dtype"):
+        paged_prefill_ref(**{**base, "q": c["q"].float()})
+    with pytest.raises(TypeError, match="k_new and v_new"):
+        paged_prefill_ref(**{**base, "k_new": c["k_new"].float()})
+    with pytest.raises(ValueError, match="multiple of KV heads"):
+        paged_prefill_ref(**{**base, "q": c["q"][:, :, :3].contiguous()})
+    with pytest.raises(ValueError, match="left-packed"):
+        t = c["table"].clone()
+        paged_prefill_ref(**{**base, "block_table": torch.cat([torch.zeros_like(t), t], 1)})
+    with pytest.raises(ValueError, match="n_pool_blocks"):
+        bad = pack_block_table([c["k_pool"].shape[0]], [0], [0])[None]
+        paged_prefill_ref(**{**base, "block_table": bad})
+    with pytest.raises(TypeError, match="int64"):
+        paged_prefill_ref(**{**base, "block_table": c["table"].int()})
+    # the Triton kernels need a power-of-two block size
+    c6 = make_case(6, cfg, bs=6, doc_lens=((5,),))
+    with pytest.raises(ValueError, match="power-of-two block_size"):
+        paged_prefill(
+            c6["q"],
+            c6["k_new"],
+            c6["v_new"],
+            c6["k_pool"],
+            c6["v_pool"],
+            c6["table"],
+            cfg,
+            prefer="triton",
+        )
+    with pytest.raises(ValueError, match="table must cover"):
+        paged_prefill(**base, table=rope_table(cfg, 1), prefer="triton")
+    with pytest.raises(ValueError, match="at least one block"):
+        paged_decode_ref(
+            c["q"][:, 0], c["k_pool"], c["v_pool"], torch.zeros(1, 1, dtype=torch.int64), cfg
+        )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_attention_kernels_real_shapes_gpu(dtype):
+    """Llama-8B-like heads (H=32, H_kv=8, D=128), 16-token blocks, ~2k context, compiled Triton."""
+    cfg = RopeConfig(head_dim=128, base=500000.0, llama3=Llama3Scaling())
+    lens = ((300, 517, 129, 640, 411),)
+    c = make_case(7, cfg, bs=16, h=32, h_kv=8, tq=96, doc_lens=lens, dtype=torch.float32)
+    c64 = {
+        k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+        for k, v in c.items()
+    }
+    want = paged_prefill_ref(
+        c64["q"], c64["k_new"], c64["v_new"], c64["k_pool"], c64["v_pool"], c64["table"], cfg
+    )
+    cd = {
+        k: (v.to("cuda", dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+        for k, v in c.items()
+    }
+    got = paged_prefill(
+        cd["q"],
+        cd["k_new"],
+        cd["v_new"],
+        cd["k_pool"],
+        cd["v_pool"],
+        c["table"].cuda(),
+        cfg,
+        prefer="triton",
+        block_m=64,
+        block_n=64,
+    )
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    torch.testing.assert_close(got.double().cpu(), want, rtol=0, atol=tol)
+    q, k_pool, v_pool, table = decode_case(c64, cfg, 16)
+    want_d = paged_decode_ref(q, k_pool, v_pool, table, cfg)
+    got_d = paged_decode(
+        q.to("cuda", dtype),
+        k_pool.to("cuda", dtype),
+        v_pool.to("cuda", dtype),
+        table.cuda(),
+        cfg,
+        prefer="triton",
+    )
+    torch.testing.assert_close(got_d.double().cpu(), want_d, rtol=0, atol=tol)
