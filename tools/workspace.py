@@ -5,6 +5,7 @@ so there is no hand-kept list of packages anywhere.
 
     python tools/workspace.py list [--json]
     python tools/workspace.py show NAME
+    python tools/workspace.py release-tag icml26-NAME/vX.Y.Z   # the release workflow's check
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ def read_member(folder: Path) -> Member:
         raise ValueError(f"{pyproject}: project.name must start with {DIST_PREFIX!r}; got {dist!r}")
     name = KERNELS_NAME if folder.name == KERNELS_DIR else folder.name
     if folder.name != KERNELS_DIR and dist != DIST_PREFIX + name:
-        raise ValueError(f"{pyproject}: folder packages/{name} must hold {DIST_PREFIX + name}; got {dist!r}")
+        raise ValueError(
+            f"{pyproject}: folder packages/{name} must hold {DIST_PREFIX + name}; got {dist!r}"
+        )
     meta = data.get("tool", {}).get("icml26", {})
     return Member(
         name=name,
@@ -116,6 +119,20 @@ def get(name: str, root: Path = ROOT) -> Member:
     raise UnknownPackageError(f"unknown package {name!r}; valid names: {valid}")
 
 
+def release_member(tag: str, root: Path = ROOT) -> Member:
+    """The member a release tag ``icml26-<name>/v<version>`` names; refuses a version mismatch."""
+    dist, sep, version = tag.partition("/v")
+    if not sep or not dist.startswith(DIST_PREFIX) or not version:
+        raise ValueError(f"release tag must look like 'icml26-<name>/v<version>'; got {tag!r}")
+    member = get(dist, root)
+    if member.version != version:
+        raise ValueError(
+            f"tag {tag!r} says version {version} but {member.dist} is at {member.version} "
+            f"({member.path / 'pyproject.toml'}); bump the version or fix the tag"
+        )
+    return member
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/workspace.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -123,11 +140,17 @@ def main(argv: list[str] | None = None) -> int:
     p_list.add_argument("--json", action="store_true", help="one JSON object per member")
     p_show = sub.add_parser("show", help="one member's metadata as JSON")
     p_show.add_argument("name")
+    p_tag = sub.add_parser(
+        "release-tag", help="check a release tag; print the distribution to build"
+    )
+    p_tag.add_argument("tag", help="icml26-<name>/v<version>")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "list":
             for m in discover():
                 print(json.dumps(m.to_json()) if args.json else f"{m.name}\t{m.dist}\t{m.version}")
+        elif args.cmd == "release-tag":
+            print(release_member(args.tag).dist)
         else:
             print(json.dumps(get(args.name).to_json(), indent=2))
     except (UnknownPackageError, ValueError) as exc:

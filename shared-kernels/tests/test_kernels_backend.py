@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import icml26_kernels
+import pytest
 from icml26_kernels import backend as be
 
 

@@ -112,7 +112,9 @@ def select_backend(device: Any = None, *, prefer: str | None = None) -> BackendC
             )
         return BackendChoice("torch", "triton is not installed")
     if interpreter_enabled():
-        return BackendChoice("triton_interpret", "TRITON_INTERPRET=1: Triton kernel on the CPU interpreter")
+        return BackendChoice(
+            "triton_interpret", "TRITON_INTERPRET=1: Triton kernel on the CPU interpreter"
+        )
     if kind == "cuda":
         return BackendChoice("triton", "CUDA inputs and triton installed")
     if requested == "triton":
@@ -129,7 +131,7 @@ def available_backends() -> list[Backend]:
     out: list[Backend] = []
     if triton_installed():
         try:
-            import torch  # noqa: PLC0415  (optional dependency)
+            import torch
 
             if torch.cuda.is_available():
                 out.append("triton")

@@ -1,0 +1,73 @@
+import json
+import subprocess
+import sys
+
+import pytest
+import workspace
+from conftest import REPO, TOOLS, write
+
+
+def test_discover_reads_members_in_order(fake_repo):
+    members = workspace.discover(fake_repo)
+    assert [m.name for m in members] == ["kernels", "alpha", "beta"]
+    alpha = members[1]
+    assert (alpha.dist, alpha.import_name, alpha.paper) == (
+        "icml26-alpha",
+        "icml26_alpha",
+        "Alpha paper",
+    )
+    assert alpha.relpath(fake_repo) == "packages/alpha"
+    assert members[0].relpath(fake_repo) == "shared-kernels" and members[0].is_kernels
+
+
+def test_get_accepts_every_name_form(fake_repo):
+    for name in ("alpha", "icml26-alpha", "icml26_alpha"):
+        assert workspace.get(name, fake_repo).name == "alpha"
+
+
+def test_unknown_package_lists_valid_names(fake_repo):
+    with pytest.raises(workspace.UnknownPackageError, match="valid names: kernels, alpha, beta"):
+        workspace.get("gamma", fake_repo)
+
+
+def test_folder_and_distribution_must_agree(fake_repo):
+    write(
+        fake_repo / "packages/gamma/pyproject.toml",
+        '[project]\nname = "icml26-delta"\nversion = "0.1.0"\n',
+    )
+    with pytest.raises(ValueError, match="packages/gamma must hold icml26-gamma"):
+        workspace.discover(fake_repo)
+
+
+def test_missing_version_is_reported_with_the_file(fake_repo):
+    write(fake_repo / "packages/gamma/pyproject.toml", '[project]\nname = "icml26-gamma"\n')
+    with pytest.raises(ValueError, match=r"gamma/pyproject.toml: needs a \[project\] table"):
+        workspace.discover(fake_repo)
+
+
+def test_cli_on_real_repo_lists_kernels_and_errors_clearly():
+    out = subprocess.run(
+        [sys.executable, str(TOOLS / "workspace.py"), "list", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert rows[0]["dist"] == "icml26-kernels"
+    assert {r["name"] for r in rows} == {m.name for m in workspace.discover(REPO)}
+    bad = subprocess.run(
+        [sys.executable, str(TOOLS / "workspace.py"), "show", "nope"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "valid names: kernels" in bad.stderr
+
+
+def test_release_tag_names_the_member_and_checks_its_version(fake_repo):
+    assert workspace.release_member("icml26-alpha/v0.1.0", fake_repo).dist == "icml26-alpha"
+    with pytest.raises(ValueError, match="says version 0.2.0 but icml26-alpha is at 0.1.0"):
+        workspace.release_member("icml26-alpha/v0.2.0", fake_repo)
+    with pytest.raises(ValueError, match="must look like"):
+        workspace.release_member("alpha-0.1.0", fake_repo)
+    with pytest.raises(workspace.UnknownPackageError):
+        workspace.release_member("icml26-gamma/v0.1.0", fake_repo)
