@@ -1,0 +1,81 @@
+"""NormBT: representation-distance-normalized Bradley-Terry loss for reward models.
+
+Xie et al., "When Distance Distracts: Representation Distance Bias in BT-Loss for Reward
+Models" (arXiv 2512.06343). The TRL names (`NormBTConfig`, `NormBTRewardTrainer`) load lazily
+and need the `[trl]` extra.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .diagnostics import (
+    DistanceBucket,
+    GradientFactors,
+    accuracy_by_distance,
+    factor_correlations,
+    head_gradient_factors,
+    head_gradient_norms_autograd,
+    pair_statistics,
+    spearman,
+)
+from .evaluate import (
+    REWARDBENCH_EXAMPLE_COUNTS,
+    REWARDBENCH_SECTIONS,
+    RewardBenchResult,
+    evaluate_rewardbench,
+    load_preference_pairs,
+    pairwise_accuracy,
+    rewardbench_scores,
+    score_pairs,
+)
+from .loss import (
+    NormBTState,
+    bt_loss,
+    last_token_pool,
+    normbt_loss,
+    normbt_weights,
+    pair_distance,
+)
+
+if TYPE_CHECKING:
+    from .trl import NormBTConfig, NormBTRewardTrainer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "REWARDBENCH_EXAMPLE_COUNTS",
+    "REWARDBENCH_SECTIONS",
+    "DistanceBucket",
+    "GradientFactors",
+    "NormBTConfig",
+    "NormBTRewardTrainer",
+    "NormBTState",
+    "RewardBenchResult",
+    "accuracy_by_distance",
+    "bt_loss",
+    "evaluate_rewardbench",
+    "factor_correlations",
+    "head_gradient_factors",
+    "head_gradient_norms_autograd",
+    "last_token_pool",
+    "load_preference_pairs",
+    "normbt_loss",
+    "normbt_weights",
+    "pair_distance",
+    "pair_statistics",
+    "pairwise_accuracy",
+    "rewardbench_scores",
+    "score_pairs",
+    "spearman",
+]
+
+_LAZY = {"NormBTConfig", "NormBTRewardTrainer"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import trl as _trl  # needs the [trl] extra
+
+        return getattr(_trl, name)
+    raise AttributeError(f"module 'icml26_normbt' has no attribute {name!r}")

@@ -1,0 +1,270 @@
+"""The loss: gradient identities, EMA state, weights, pooling, bad input."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+from icml26_normbt import (
+    NormBTState,
+    bt_loss,
+    head_gradient_factors,
+    head_gradient_norms_autograd,
+    last_token_pool,
+    normbt_loss,
+    normbt_weights,
+    pair_distance,
+)
+
+
+def _batch(b=7, h=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    h_c = torch.randn(b, h, generator=g, dtype=torch.float64)
+    # distances spread over two orders of magnitude so the identities are not trivially met
+    scales = torch.logspace(-1, 1, b, dtype=torch.float64)
+    h_r = h_c + scales[:, None] * torch.randn(b, h, generator=g, dtype=torch.float64)
+    v = torch.randn(h, generator=g, dtype=torch.float64)
+    return h_c, h_r, v
+
+
+def _per_pair_head_grads(loss_fn, v, h_c, h_r):
+    """Per-pair ∂ℓ_i/∂v by one backward per pair (independent of torch.func)."""
+    out = []
+    for i in range(h_c.shape[0]):
+        vv = v.clone().requires_grad_(True)
+        loss_fn(i, vv).backward()
+        out.append(vv.grad.clone())
+    return torch.stack(out)
+
+
+def test_bt_loss_is_negative_log_bradley_terry_probability():
+    r_c, r_r = torch.randn(6), torch.randn(6)
+    margin = torch.rand(6)
+    p = torch.exp(r_c) / (torch.exp(r_c) + torch.exp(r_r + margin))  # P(c ≻ r) with margin
+    torch.testing.assert_close(bt_loss(r_c, r_r, margin), -torch.log(p).mean())
+    torch.testing.assert_close(bt_loss(r_c[:, None], r_r[:, None], 0.3), bt_loss(r_c, r_r, 0.3))
+
+
+def test_bt_head_gradient_identity_autograd_vs_closed_form():
+    h_c, h_r, v = _batch()
+    r_c, r_r = h_c @ v, h_r @ v
+    margin = torch.linspace(-0.5, 0.5, h_c.shape[0])
+    # closed form ‖∇_v ℓ_i‖ = σ(−(Δr_i − m_i)) · d_i
+    f = head_gradient_factors(r_c, r_r, h_c, h_r, margin=margin)
+    sig = torch.sigmoid(-(r_c - r_r - margin))
+    d = torch.linalg.vector_norm(h_c - h_r, dim=-1)
+    torch.testing.assert_close(f.grad_norm.double(), (sig * d), rtol=1e-5, atol=1e-6)
+    # per-sample autograd (torch.func) agrees
+    auto = head_gradient_norms_autograd(v, h_c, h_r, margin=margin)
+    torch.testing.assert_close(auto, sig * d, rtol=1e-10, atol=1e-12)
+    # and so does one backward per pair, including the direction −σ(·)(h_c − h_r)
+    grads = _per_pair_head_grads(
+        lambda i, vv: bt_loss(h_c[i : i + 1] @ vv, h_r[i : i + 1] @ vv, margin[i : i + 1]),
+        v,
+        h_c,
+        h_r,
+    )
+    torch.testing.assert_close(grads, -sig[:, None] * (h_c - h_r))
+
+
+def test_head_gradient_autograd_with_bias_and_linear_layer():
+    lin = torch.nn.Linear(5, 1).double()
+    h_c, h_r, _ = _batch(h=5)
+    auto = head_gradient_norms_autograd(lin.weight, h_c, h_r, head_bias=lin.bias)
+    r_c, r_r = lin(h_c)[:, 0], lin(h_r)[:, 0]
+    expect = torch.sigmoid(-(r_c - r_r)) * torch.linalg.vector_norm(h_c - h_r, dim=-1)
+    torch.testing.assert_close(auto, expect.detach())
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-6])
+def test_normbt_head_gradient_is_m_times_prediction_error(eps):
+    h_c, h_r, v = _batch(b=9, seed=1)
+    r_c, r_r = h_c @ v, h_r @ v
+    _, w = normbt_loss(r_c, r_r, h_c, h_r, state=None, eps=eps)
+    d = torch.linalg.vector_norm(h_c - h_r, dim=-1)
+    m = d.mean()
+    sig = torch.sigmoid(-(r_c - r_r))
+    torch.testing.assert_close(w, m / (d + eps))
+    # per-pair ‖∇_v(w_i ℓ_i)‖ = m σ(−Δr_i) d_i/(d_i+ε): independent of d_i up to ε
+    auto = head_gradient_norms_autograd(v, h_c, h_r, weights=w)
+    torch.testing.assert_close(auto, m * sig * d / (d + eps))
+    if eps == 0.0:
+        torch.testing.assert_close(auto, m * sig)
+    # while BT's per-pair norms track d (sanity: the identity is not met by BT)
+    bt_norms = head_gradient_norms_autograd(v, h_c, h_r)
+    assert not torch.allclose(bt_norms, m * sig, rtol=1e-2)
+    # the batch gradient is the weighted mean of the per-pair gradients
+    vv = v.clone().requires_grad_(True)
+    normbt_loss(h_c @ vv, h_r @ vv, h_c, h_r, state=None, eps=eps)[0].backward()
+    expect = (-(w * sig)[:, None] * (h_c - h_r)).mean(0)
+    torch.testing.assert_close(vv.grad, expect)
+
+
+def test_normbt_equals_bt_when_all_distances_are_equal():
+    g = torch.Generator().manual_seed(3)
+    b, h = 6, 4
+    h_c = torch.randn(b, h, generator=g)
+    u = F.normalize(torch.randn(b, h, generator=g), dim=-1)
+    h_r = h_c + 2.5 * u  # every d_i = 2.5
+    v = torch.randn(h, generator=g, requires_grad=True)
+    margin = torch.rand(b, generator=g)
+    for state in (None, NormBTState(0.9)):  # batch mean, and an EMA at its first update
+        v.grad = None
+        loss_n, w = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=state, margin=margin, eps=0.0)
+        (gn,) = torch.autograd.grad(loss_n, v)
+        loss_b = bt_loss(h_c @ v, h_r @ v, margin)
+        (gb,) = torch.autograd.grad(loss_b, v)
+        torch.testing.assert_close(w, torch.ones(b))
+        torch.testing.assert_close(loss_n, loss_b)
+        torch.testing.assert_close(gn, gb)
+
+
+def test_weights_carry_no_gradient():
+    h_c, h_r, v = _batch(seed=4)
+    h_c = h_c.clone().requires_grad_(True)
+    h_r = h_r.clone().requires_grad_(True)
+    loss, w = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=None)
+    assert not w.requires_grad
+    g_normbt = torch.autograd.grad(loss, (h_c, h_r))
+    # the same loss with w as a constant: gradients are identical only if w is stop-gradient
+    const = w.detach().clone()
+    loss2 = (const * -F.logsigmoid(h_c @ v - h_r @ v)).mean()
+    g_const = torch.autograd.grad(loss2, (h_c, h_r))
+    for a, b in zip(g_normbt, g_const):
+        torch.testing.assert_close(a, b)
+    # a differentiable m/(d+ε) would give a different gradient (the test can tell)
+    d = torch.linalg.vector_norm(h_c - h_r, dim=-1)
+    loss3 = ((d.mean() / d) * -F.logsigmoid(h_c @ v - h_r @ v)).mean()
+    g_diff = torch.autograd.grad(loss3, (h_c, h_r))
+    assert not torch.allclose(g_diff[0], g_normbt[0])
+
+
+def test_ema_state_recursion_eval_mode_and_decay_zero():
+    st = NormBTState(decay=0.8)
+    batches = [torch.rand(5) * k for k in (1.0, 3.0, 0.5, 2.0)]
+    m = None
+    for d in batches:
+        m = d.mean() if m is None else 0.8 * m + 0.2 * d.mean()
+        torch.testing.assert_close(st.update(d).double(), m.double(), rtol=1e-6, atol=1e-7)
+    assert int(st.num_updates) == 4
+    st.eval()
+    before = st.mean_distance.clone()
+    out = st.update(torch.full((3,), 100.0))
+    torch.testing.assert_close(out, before)
+    torch.testing.assert_close(st.mean_distance, before)  # eval does not update
+    fresh = NormBTState(0.5).eval()  # eval before any training update: batch mean, no update
+    torch.testing.assert_close(fresh.update(torch.tensor([1.0, 3.0])), torch.tensor(2.0))
+    assert int(fresh.num_updates) == 0
+    st0 = NormBTState(decay=0.0)
+    for d in batches:
+        torch.testing.assert_close(st0.update(d).double(), d.mean().double(), rtol=1e-6, atol=1e-7)
+
+
+def test_state_checkpoint_round_trip():
+    st = NormBTState(decay=0.9)
+    for k in range(3):
+        st.update(torch.rand(4) + k)
+    buf = io.BytesIO()
+    torch.save(st.state_dict(), buf)
+    buf.seek(0)
+    st2 = NormBTState(decay=0.9)
+    st2.load_state_dict(torch.load(buf, weights_only=True))
+    assert set(st.state_dict()) == {"mean_distance", "num_updates"}
+    torch.testing.assert_close(st2.mean_distance, st.mean_distance)
+    assert int(st2.num_updates) == 3
+    d = torch.rand(4) * 7
+    torch.testing.assert_close(st2.update(d), st.update(d))  # continues identically
+    fresh = NormBTState(decay=0.9)
+    assert not torch.allclose(fresh.update(d), st.mean_distance)  # a fresh state would not
+
+
+def test_ema_state_in_normbt_loss_uses_updated_mean():
+    h_c, h_r, v = _batch(seed=5)
+    st = NormBTState(0.5)
+    st.update(torch.tensor([10.0, 10.0]))  # m = 10
+    _, w = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=st, eps=0.0)
+    d = pair_distance(h_c, h_r)
+    m = 0.5 * 10.0 + 0.5 * d.mean()
+    torch.testing.assert_close(w.float(), (m / d).float())
+
+
+def test_clip_and_renormalize():
+    d = torch.tensor([0.01, 0.5, 1.0, 4.0])
+    w = normbt_weights(d, d.mean(), clip=5.0)
+    assert w.max() == 5.0
+    torch.testing.assert_close(w[1:], d.mean() / (d[1:] + 1e-6))
+    wr = normbt_weights(d, d.mean(), clip=5.0, renormalize=True)
+    torch.testing.assert_close(wr.mean(), torch.tensor(1.0))
+    torch.testing.assert_close(wr, w / w.mean())
+
+
+def test_last_token_pool_matches_hf_sequence_classification(tiny_llama):
+    model = tiny_llama.eval()
+    pad = model.config.pad_token_id
+    lengths = [5, 9, 3, 7]
+    g = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(3, 40, (n,), generator=g) for n in lengths]
+    t = max(lengths)
+    right = torch.full((4, t), pad)
+    left = torch.full((4, t), pad)
+    for i, s in enumerate(seqs):
+        right[i, : len(s)] = s
+        left[i, t - len(s) :] = s
+    for ids, last in ((right, [n - 1 for n in lengths]), (left, [t - 1] * 4)):
+        out = model(input_ids=ids, attention_mask=(ids != pad).long(), output_hidden_states=True)
+        hidden = out.hidden_states[-1]  # (B, T, H)
+        pooled = last_token_pool(hidden, ids, pad)
+        torch.testing.assert_close(pooled, hidden[torch.arange(4), torch.tensor(last)])
+        # the score head on our pooled state is exactly the model's reward
+        torch.testing.assert_close(model.score(pooled), out.logits)
+    # no pad token: the last position
+    h = torch.randn(2, 4, 3)
+    torch.testing.assert_close(
+        last_token_pool(h, torch.ones(2, 4, dtype=torch.long), None), h[:, -1]
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        ({"r_chosen": torch.randn(3), "r_rejected": torch.randn(4)}, ValueError, "same shape"),
+        ({"r_chosen": torch.tensor([0.0, float("nan")])}, ValueError, "r_chosen.*NaN"),
+        ({"r_rejected": torch.tensor([0.0, float("inf")])}, ValueError, "r_rejected.*NaN or inf"),
+        ({"r_chosen": torch.zeros(0), "r_rejected": torch.zeros(0)}, ValueError, "empty batch"),
+        ({"h_chosen": torch.randn(4)}, ValueError, "h_chosen.*batch dimension"),
+        ({"h_rejected": torch.randn(3, 4)}, ValueError, "h_rejected.*batch size 3"),
+        ({"h_chosen": torch.randn(2, 5)}, ValueError, "same shape"),
+        ({"margin": torch.ones(3)}, ValueError, "margin"),
+        ({"state": "ema"}, TypeError, "state"),
+        ({"r_chosen": [0.0, 1.0]}, TypeError, "r_chosen"),
+        ({"eps": -1.0}, ValueError, "eps"),
+        ({"clip": 0.0}, ValueError, "clip"),
+    ],
+)
+def test_bad_input_names_the_argument(kwargs, exc, match):
+    base = {
+        "r_chosen": torch.randn(2),
+        "r_rejected": torch.randn(2),
+        "h_chosen": torch.randn(2, 4),
+        "h_rejected": torch.randn(2, 4),
+        "state": None,
+    }
+    base.update(kwargs)
+    r_c, r_r, h_c, h_r = (base.pop(k) for k in ("r_chosen", "r_rejected", "h_chosen", "h_rejected"))
+    with pytest.raises(exc, match=match):
+        normbt_loss(r_c, r_r, h_c, h_r, **base)
+
+
+def test_bad_state_and_pool_arguments():
+    with pytest.raises(ValueError, match="decay"):
+        NormBTState(decay=1.0)
+    with pytest.raises(ValueError, match="`d`"):
+        NormBTState().update(torch.zeros(0))
+    with pytest.raises(ValueError, match="hidden"):
+        last_token_pool(torch.randn(2, 3), torch.ones(2, 3, dtype=torch.long), 0)
+    with pytest.raises(ValueError, match="input_ids"):
+        last_token_pool(torch.randn(2, 3, 4), torch.ones(2, 5, dtype=torch.long), 0)
+    with pytest.raises(ValueError, match="r_chosen.*empty"):
+        bt_loss(torch.zeros(0), torch.zeros(0))
