@@ -9,8 +9,9 @@ value is
 With ``d = 2`` and ``b_u = [1 - z_u, z_u]`` this is a multilinear function of ``z ∈ [0, 1]^n``
 (every ``z_u`` enters through one factor, linearly). Everything below evaluates (1):
 
-- :func:`contract` — the fast path: one einsum over the whole batch (the batch index is a
-  hyper-index shared by every vector), a contraction path found once by opt_einsum (or any
+- :func:`contract` — the fast path: absorb each node's vector into its core first,
+  ``M_u[b, bonds] = Σ_p A^(u)[p, bonds] b_u[b, p]`` (linear in ``n``), then one einsum over the
+  batched cores (the batch index is a hyper-index shared by all of them), a contraction path found once by opt_einsum (or any
   opt_einsum-compatible optimizer such as cotengra's) and cached per shape, optional batch
   chunking (``max_batch``) and bond slicing (``max_intermediate``) to bound memory. Works on
   numpy arrays and on torch tensors (autograd flows through it), because opt_einsum dispatches
@@ -78,24 +79,17 @@ def _symbols(topo: GraphTopology) -> tuple[str, list[str], list[str]]:
     return batch, phys, bonds
 
 
-def _core_terms(topo: GraphTopology) -> list[str]:
-    _, phys, bonds = _symbols(topo)
-    return [phys[u] + "".join(bonds[k] for k in topo.incident[u]) for u in range(topo.n_nodes)]
-
-
 @functools.lru_cache(maxsize=256)
 def _equation(topo: GraphTopology, leave_out: int | None = None) -> str:
-    """einsum string for (1): cores, then one ``(B, d)`` vector per node, output ``(B,)``.
+    """einsum string over the *batched cores* ``M_u[b, bonds(u)] = Σ_p A^(u)[p, bonds] b_u[b, p]``.
 
-    With ``leave_out=u`` the core of ``u`` is omitted and the output keeps its indices:
-    ``(B, d, χ...)`` (the environment of ``u``).
+    Output ``(B,)``; with ``leave_out=u`` core ``u`` is omitted and the output keeps its bonds
+    ``(B, χ...)`` (the environment of ``u`` before its physical vector is attached).
     """
-    batch, phys, _ = _symbols(topo)
-    cores = _core_terms(topo)
-    terms = [t for u, t in enumerate(cores) if u != leave_out]
-    terms += [batch + phys[u] for u in range(topo.n_nodes)]
-    out = batch + (cores[leave_out] if leave_out is not None else "")
-    return ",".join(terms) + "->" + out
+    batch, _, bonds = _symbols(topo)
+    terms = [batch + "".join(bonds[k] for k in topo.incident[u]) for u in range(topo.n_nodes)]
+    out = batch + (terms[leave_out][1:] if leave_out is not None else "")
+    return ",".join(t for u, t in enumerate(terms) if u != leave_out) + "->" + out
 
 
 @dataclass(frozen=True)
@@ -190,8 +184,7 @@ def contraction_plan(
 ) -> ContractionPlan:
     """The (cached) plan :func:`contract` uses for ``batch`` rows: path, cost, slicing."""
     eq = _equation(topo, leave_out)
-    shapes = tuple(s for u, s in enumerate(topo.core_shapes) if u != leave_out)
-    shapes += ((batch, topo.phys_dim),) * topo.n_nodes
+    shapes = tuple((batch, *s[1:]) for u, s in enumerate(topo.core_shapes) if u != leave_out)
     return _plan_cached(eq, shapes, optimize, max_intermediate)
 
 
@@ -253,11 +246,41 @@ def _run(
 ) -> Any:
     o = _require_oe()
     b = int(vectors.shape[0])
-    plan = contraction_plan(
-        topo, b, leave_out=leave_out, optimize=optimize, max_intermediate=max_intermediate
-    )
-    ops = [c for u, c in enumerate(cores) if u != leave_out]
-    ops += [vectors[:, u, :] for u in range(topo.n_nodes)]
+    # absorb the physical vectors first: M_u (B, χ...) -- linear in n, no 2^n intermediate
+    ops = [_tensordot(vectors[:, u, :], c) for u, c in enumerate(cores) if u != leave_out]
+    if not ops:  # a single node left out: its environment is 1
+        env = _ones_like(vectors, b)
+    else:
+        plan = contraction_plan(
+            topo, b, leave_out=leave_out, optimize=optimize, max_intermediate=max_intermediate
+        )
+        env = _contract_sliced(o, plan, ops)  # (B,) or (B, χ...) with leave_out
+    if leave_out is None:
+        return env
+    vec = vectors[:, leave_out, :]  # (B, d)
+    return vec.reshape(*vec.shape, *([1] * (env.ndim - 1))) * env.reshape(
+        env.shape[0], 1, *env.shape[1:]
+    )  # (B, d, χ...)
+
+
+def _tensordot(vec: Any, core: Any) -> Any:
+    """``(B, d), (d, χ...) -> (B, χ...)``."""
+    if _is_torch(core):
+        import torch
+
+        return torch.tensordot(vec.to(core.dtype), core, dims=([1], [0]))
+    return np.tensordot(vec, core, axes=([1], [0]))
+
+
+def _ones_like(vectors: Any, b: int) -> Any:
+    if _is_torch(vectors):
+        import torch
+
+        return torch.ones(b, dtype=vectors.dtype, device=vectors.device)
+    return np.ones(b)
+
+
+def _contract_sliced(o: Any, plan: ContractionPlan, ops: list[Any]) -> Any:
     if not plan.sliced:
         return o.contract(plan.equation, *ops, optimize=list(plan.path))
     inputs = plan.equation.split("->")[0].split(",")
