@@ -1,0 +1,111 @@
+import pytest
+import torch
+from icml26_kge_mos import MoSOutput, linear_log_probs, mos_log_probs_ref, mos_log_probs_sliced
+
+
+def _inputs(b=5, k=3, n=11, d=4, seed=0, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    log_pi = torch.log_softmax(torch.randn(b, k, generator=gen, dtype=dtype), -1)
+    g = torch.randn(b, k, d, generator=gen, dtype=dtype)
+    ent = torch.randn(n, d, generator=gen, dtype=dtype) * 2
+    return log_pi, g, ent
+
+
+@pytest.mark.parametrize("impl", ["ref", "sliced"])
+def test_rows_are_normalised(impl):
+    layer = MoSOutput(6, 4, chunk_size=5 if impl == "sliced" else None).double()
+    h = torch.randn(7, 6, dtype=torch.float64) * 3
+    ent = torch.randn(23, 6, dtype=torch.float64) * 3
+    logp = layer(h, ent)
+    assert logp.shape == (7, 23)
+    torch.testing.assert_close(torch.logsumexp(logp, -1), torch.zeros(7, dtype=torch.float64))
+
+
+def test_reference_matches_probability_space_mixture():
+    log_pi, g, ent = _inputs()
+    probs = torch.softmax(g @ ent.T, -1)  # (B, K, N)
+    mix = (log_pi.exp().unsqueeze(-1) * probs).sum(1)
+    torch.testing.assert_close(mos_log_probs_ref(log_pi, g, ent), mix.log())
+
+
+def test_k1_identity_head_is_the_linear_layer():
+    torch.manual_seed(0)
+    layer = MoSOutput(5, 1, activation="identity").double().set_identity_()
+    h, ent = torch.randn(8, 5, dtype=torch.float64), torch.randn(13, 5, dtype=torch.float64)
+    torch.testing.assert_close(layer(h, ent), torch.log_softmax(h @ ent.T, -1))
+    torch.testing.assert_close(layer(h, ent), linear_log_probs(h, ent))
+
+
+def test_tanh_k1_is_not_linear():
+    # the tanh head changes the function: guards against the activation being ignored
+    layer = MoSOutput(5, 1).double().set_identity_()
+    h, ent = torch.randn(8, 5, dtype=torch.float64) * 3, torch.randn(13, 5, dtype=torch.float64)
+    assert not torch.allclose(layer(h, ent), linear_log_probs(h, ent))
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 11, 64])
+def test_sliced_forward_and_grads_match_reference(chunk):
+    log_pi, g, ent = _inputs(n=11)
+    ref_in = [t.clone().requires_grad_() for t in (log_pi, g, ent)]
+    fus_in = [t.clone().requires_grad_() for t in (log_pi, g, ent)]
+    ref = mos_log_probs_ref(*ref_in)
+    fus = mos_log_probs_sliced(*fus_in, chunk_size=chunk)
+    torch.testing.assert_close(fus, ref)
+    w = torch.randn_like(ref)
+    (ref * w).sum().backward()
+    (fus * w).sum().backward()
+    for a, b in zip(ref_in, fus_in):
+        torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_sliced_gradcheck():
+    log_pi, g, ent = _inputs(b=3, k=2, n=7, d=3)
+    ins = tuple(t.requires_grad_() for t in (log_pi, g, ent))
+    assert torch.autograd.gradcheck(lambda a, b, c: mos_log_probs_sliced(a, b, c, 3), ins)
+
+
+def test_layer_backward_through_sliced_path_matches_reference():
+    torch.manual_seed(1)
+    layer = MoSOutput(4, 3).double()
+    h = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    ent = torch.randn(17, 4, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for chunk in (None, 5):
+        layer.zero_grad()
+        h.grad = ent.grad = None
+        layer(h, ent, chunk_size=chunk)[:, 3].sum().backward()
+        grads.append([h.grad.clone(), ent.grad.clone(), layer.heads.weight.grad.clone()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_extra_parameters_independent_of_entities():
+    layer = MoSOutput(8, 4)
+    assert layer.extra_parameters() == 8 * 4 + 4 * 8 * 8 + 4 * 8
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(dim=0), "dim"),
+        (dict(dim=4, n_components=0), "n_components"),
+        (dict(dim=4, activation="relu"), "activation"),
+        (dict(dim=4, chunk_size=0), "chunk_size"),
+    ],
+)
+def test_bad_constructor_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MoSOutput(**kwargs)
+
+
+def test_bad_shapes():
+    layer = MoSOutput(4, 2)
+    with pytest.raises(ValueError, match="h must have shape"):
+        layer(torch.randn(3, 5), torch.randn(6, 4))
+    with pytest.raises(ValueError, match="entities must have shape"):
+        layer(torch.randn(3, 4), torch.randn(6, 3))
+    log_pi, g, ent = _inputs()
+    with pytest.raises(ValueError, match="chunk_size"):
+        mos_log_probs_sliced(log_pi, g, ent, chunk_size=0)
+    with pytest.raises(ValueError, match="g must have shape"):
+        mos_log_probs_ref(log_pi, g[:, :1], ent)
