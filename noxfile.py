@@ -108,7 +108,7 @@ def build(session: nox.Session, package: str) -> None:
     out = ROOT / "dist" / member.name
     shutil.rmtree(out, ignore_errors=True)
     session.run("uv", "build", "--package", member.dist, "--out-dir", str(out))
-    files = sorted(str(p) for p in out.iterdir())
+    files = sorted(str(p) for p in out.iterdir() if p.name.endswith((".whl", ".tar.gz")))
     session.run("twine", "check", "--strict", *files)
     session.run("check-wheel-contents", *[f for f in files if f.endswith(".whl")])
     session.run("python", str(ROOT / "tools" / "wheel_check.py"), *files)
