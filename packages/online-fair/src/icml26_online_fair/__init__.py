@@ -1,0 +1,81 @@
+"""Online fair division of indivisible goods with additional information.
+
+Reimplementation of Neoh, Peters & Teh, "Online Fair Division with Additional Information"
+(ICML 2026, arXiv:2505.24503). The public API is exactly ``__all__``.
+"""
+
+from .adversary import adversary_search, exhaustive_check, game_value, worst_order
+from .fairpyx_adapter import fairpyx_offline
+from .info import FrequencyPrediction, NormalizationInfo
+from .instance import Allocation, OnlineInstance, random_instance
+from .notions import (
+    NOTIONS,
+    approx_ratio,
+    ef1_ratio,
+    ef_ratio,
+    efx_ratio,
+    is_fair,
+    mms_lower_bound_lpt,
+    mms_ratio,
+    mms_value,
+    mms_values,
+    prop1_ratio,
+    prop_ratio,
+    propx_ratio,
+)
+from .offline import envy_cycle_elimination, max_mms_ratio, mms_bag_filling, round_robin
+from .policies import (
+    CappedGreedy,
+    GreedyPolicy,
+    MMSThresholdGreedy,
+    OnlinePolicy,
+    PlanAndMatch,
+    RandomPolicy,
+    RoundRobinPolicy,
+    ThresholdGreedy,
+    divide_online,
+    predictions_separated,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NOTIONS",
+    "Allocation",
+    "CappedGreedy",
+    "FrequencyPrediction",
+    "GreedyPolicy",
+    "MMSThresholdGreedy",
+    "NormalizationInfo",
+    "OnlineInstance",
+    "OnlinePolicy",
+    "PlanAndMatch",
+    "RandomPolicy",
+    "RoundRobinPolicy",
+    "ThresholdGreedy",
+    "__version__",
+    "adversary_search",
+    "approx_ratio",
+    "divide_online",
+    "ef1_ratio",
+    "ef_ratio",
+    "efx_ratio",
+    "envy_cycle_elimination",
+    "exhaustive_check",
+    "fairpyx_offline",
+    "game_value",
+    "is_fair",
+    "max_mms_ratio",
+    "mms_bag_filling",
+    "mms_lower_bound_lpt",
+    "mms_ratio",
+    "mms_value",
+    "mms_values",
+    "predictions_separated",
+    "prop1_ratio",
+    "prop_ratio",
+    "propx_ratio",
+    "random_instance",
+    "round_robin",
+    "worst_order",
+]

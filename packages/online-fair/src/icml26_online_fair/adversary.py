@@ -1,0 +1,242 @@
+"""Exhaustive and adversarial searches for small n and m (the impossibility results, paper §3-§4).
+
+* ``worst_order``      all m! arrival orders of one instance: the worst ratio a policy reaches.
+* ``exhaustive_check`` all instances with values on a grid (as multisets) x all their orders.
+* ``adversary_search`` an adaptive adversary against one policy: it picks each next good's value
+                       vector from a grid after seeing the policy's earlier choices (and, for a
+                       randomised policy, its realised coins); with ``totals`` every instance it
+                       builds has exactly those totals and the policy is told them
+                       (normalization information).
+* ``game_value``       the minimax value  min_adversary max_algorithm ratio  over *all*
+                       deterministic online algorithms on the grid: a value < 1 certifies that no
+                       deterministic algorithm guarantees the notion (an impossibility result),
+                       and a value of 1 that some algorithm does on that grid.
+
+Ratios are ``approx_ratio`` (largest α in [0, 1] with α-notion).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Sequence
+from functools import cache
+
+import numpy as np
+
+from .info import NormalizationInfo
+from .instance import OnlineInstance
+from .notions import approx_ratio, mms_ratio, mms_value
+from .policies import OnlinePolicy, divide_online
+
+__all__ = ["adversary_search", "exhaustive_check", "game_value", "worst_order"]
+
+
+def _ratio_fn(notion: str) -> Callable[[np.ndarray, np.ndarray], float]:
+    if notion != "mms":
+        return lambda values, owner: approx_ratio(values, owner, notion)
+
+    @cache
+    def share(row: tuple, n: int) -> float:
+        return mms_value(np.array(row), n)
+
+    def ratio(values, owner):
+        n = values.shape[0]
+        return mms_ratio(values, owner, [share(tuple(sorted(r)), n) for r in values])
+
+    return ratio
+
+
+def _check_grid(grid) -> np.ndarray:
+    g = np.unique(np.asarray(grid, dtype=float))
+    if g.ndim != 1 or g.size < 1 or np.any(g < 0) or not np.all(np.isfinite(g)):
+        raise ValueError(f"grid must be a non-empty 1-D set of non-negative values, got {grid!r}")
+    return g
+
+
+def _check_nm(n, m):
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m!r}")
+
+
+def worst_order(policy: OnlinePolicy, instance: OnlineInstance, info=None, notion: str = "prop1"):
+    """Min ratio over all arrival orders of ``instance`` (m <= 9). Returns (ratio, order)."""
+    if instance.m > 9:
+        raise ValueError(f"worst_order enumerates m! orders; m must be <= 9, got {instance.m}")
+    ratio = _ratio_fn(notion)
+    best, arg = 2.0, None
+    for order in itertools.permutations(range(instance.m)):
+        alloc = divide_online(policy, instance.with_order(order), info, validate=False)
+        r = ratio(instance.values, alloc.owner)
+        if r < best:
+            best, arg = r, np.array(order)
+    return best, arg
+
+
+def exhaustive_check(
+    policy: OnlinePolicy,
+    n: int,
+    m: int,
+    grid: Sequence[float],
+    notion: str,
+    make_info: Callable[[OnlineInstance], object] | None = None,
+    orders: bool = True,
+):
+    """Min ratio over every instance whose values lie on ``grid`` (each multiset of value vectors
+    once) and every arrival order of it. ``make_info(instance)`` builds the information the policy
+    gets (None: no information). Returns (ratio, worst instance in arrival order)."""
+    _check_nm(n, m)
+    g = _check_grid(grid)
+    vectors = [np.array(x) for x in itertools.product(g, repeat=n)]
+    ratio = _ratio_fn(notion)
+    best, arg = 2.0, None
+    for combo in itertools.combinations_with_replacement(range(len(vectors)), m):
+        perms = set(itertools.permutations(combo)) if orders else {combo}
+        for perm in perms:
+            inst = OnlineInstance(np.stack([vectors[k] for k in perm], 1))
+            info = None if make_info is None else make_info(inst)
+            alloc = divide_online(policy, inst, info, validate=False)
+            r = ratio(inst.values, alloc.owner)
+            if r < best:
+                best, arg = r, inst
+    return best, arg
+
+
+def adversary_search(
+    policy: OnlinePolicy,
+    n: int,
+    m: int,
+    grid: Sequence[float],
+    notion: str = "prop1",
+    totals: Sequence[float] | None = None,
+):
+    """Adaptive adversary: depth-first over the next good's value vector (each agent's value on
+    ``grid``), replaying the policy from copied states. With ``totals`` (integers, grid = 0..K
+    integers) only sequences that end exactly at those totals are played and the policy is reset
+    with ``NormalizationInfo(totals)``. Returns (worst ratio, values (n, m) in arrival order,
+    owner (m,)); the search stops early once it reaches ratio 0."""
+    _check_nm(n, m)
+    g = _check_grid(grid)
+    vectors = [np.array(x) for x in itertools.product(g, repeat=n)]
+    info = None
+    if totals is not None:
+        tot = np.asarray(totals, dtype=float)
+        if tot.shape != (n,):
+            raise ValueError(f"totals must have shape ({n},), got {tot.shape}")
+        info = NormalizationInfo(tot)
+    ratio = _ratio_fn(notion)
+    gmax = g.max()
+    best = {"r": 2.0, "values": None, "owner": None}
+    root = copy.deepcopy(policy)
+    root.reset(info)
+
+    def feasible(remaining, left):
+        if totals is None:
+            return True
+        return bool(np.all(remaining >= -1e-9) and np.all(remaining <= left * gmax + 1e-9))
+
+    def dfs(pol, cols, owners, remaining):
+        if best["r"] <= 0.0:
+            return
+        t = len(cols)
+        if t == m:
+            if totals is not None and np.any(np.abs(remaining) > 1e-9):
+                return
+            values = np.stack(cols, 1)
+            r = ratio(values, np.array(owners))
+            if r < best["r"]:
+                best.update(r=r, values=values, owner=np.array(owners))
+            return
+        for vec in vectors:
+            rem = None if totals is None else remaining - vec
+            if not feasible(rem, m - t - 1):
+                continue
+            child = copy.deepcopy(pol)
+            a = int(child.allocate(t, vec.copy()))
+            dfs(child, [*cols, vec], [*owners, a], rem)
+
+    dfs(root, [], [], None if totals is None else np.asarray(totals, dtype=float))
+    if best["values"] is None:
+        raise ValueError("no instance on this grid reaches the given totals in m goods")
+    return best["r"], best["values"], best["owner"]
+
+
+def game_value(
+    n: int,
+    m: int,
+    grid: Sequence[float],
+    notion: str = "prop1",
+    totals: Sequence[float] | None = None,
+) -> tuple[float, list]:
+    """Minimax value of the online game on a grid: the adversary picks each good's value vector,
+    then the algorithm picks its owner; payoff = the final α-``notion`` ratio. With ``totals``
+    the algorithm knows them in advance and the adversary must meet them exactly.
+
+    The subgame after a history depends only on the multiset of (value vector, owner) pairs
+    (ratios are order-free and the future does not depend on the order), so states are memoised
+    on that multiset; this is exact for deterministic algorithms, which may use the full history.
+    Returns (value, principal variation [(vector, owner), ...])."""
+    _check_nm(n, m)
+    g = _check_grid(grid)
+    vectors = [tuple(x) for x in itertools.product(g, repeat=n)]
+    ratio = _ratio_fn(notion)
+    gmax = g.max()
+    tot = None if totals is None else np.asarray(totals, dtype=float)
+    if tot is not None and tot.shape != (n,):
+        raise ValueError(f"totals must have shape ({n},), got {tot.shape}")
+    memo: dict = {}
+
+    def value(state: tuple) -> tuple[float, tuple | None]:
+        if state in memo:
+            return memo[state]
+        t = len(state)
+        if t == m:
+            values = np.array([vectors[k] for k, _ in state], dtype=float).T
+            out = (ratio(values, np.array([a for _, a in state])), None)
+            memo[state] = out
+            return out
+        remaining = None
+        if tot is not None:
+            remaining = tot - sum(
+                (np.array(vectors[k], dtype=float) for k, _ in state), np.zeros(n)
+            )
+        worst, worst_move = np.inf, None
+        for k, vec in enumerate(vectors):
+            if remaining is not None:
+                rem = remaining - np.array(vec)
+                left = m - t - 1
+                if np.any(rem < -1e-9) or np.any(rem > left * gmax + 1e-9):
+                    continue
+            best, best_a = -np.inf, None
+            for a in range(n):
+                r, _ = value(tuple(sorted((*state, (k, a)))))
+                if r > best:
+                    best, best_a = r, a
+                if best >= 1.0:
+                    break
+            if not np.isfinite(best):  # this vector cannot be completed to the totals
+                continue
+            if best < worst:
+                worst, worst_move = best, (k, best_a)
+            if worst <= 0.0:
+                break
+        if worst_move is None:  # no feasible continuation (cannot happen from a feasible root)
+            out = (np.inf, None)
+        else:
+            out = (float(worst), worst_move)
+        memo[state] = out
+        return out
+
+    v, _ = value(())
+    if not np.isfinite(v):
+        raise ValueError("no instance on this grid reaches the given totals in m goods")
+    pv, state = [], ()
+    while len(state) < m:
+        _, move = value(state)
+        if move is None:
+            break
+        pv.append((np.array(vectors[move[0]]), move[1]))
+        state = tuple(sorted((*state, move)))
+    return v, pv
