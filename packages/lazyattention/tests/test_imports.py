@@ -1,0 +1,29 @@
+import icml26_lazyattention
+
+EXPECTED_ALL = [
+    "POLICIES",
+    "BlockPool",
+    "CacheEntry",
+    "DocumentKVCache",
+    "DocumentLayout",
+    "Generation",
+    "LazyRAGPipeline",
+    "OffsetOverflowError",
+    "PoolExhaustedError",
+    "RequestPlan",
+    "__version__",
+    "block_diagonal_mask",
+    "blocks_for",
+    "document_key",
+    "document_seq_key",
+    "materialize_rerotated",
+    "plan_documents",
+    "release_plan",
+    "rope_config_from_hf",
+]
+
+
+def test_imports_all_pinned():
+    assert sorted(EXPECTED_ALL) == sorted(icml26_lazyattention.__all__)
+    for name in EXPECTED_ALL:
+        assert hasattr(icml26_lazyattention, name)
