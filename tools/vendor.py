@@ -117,12 +117,17 @@ def _walk(
     plan: Plan,
     paper_names: set[str],
     own_root: str,
+    skip: frozenset[Path] = frozenset(),
 ) -> None:
-    """Collect the closure of module files reachable from ``start`` inside ``src``."""
+    """Collect the closure of module files reachable from ``start`` inside ``src``.
+
+    ``skip``: files never carried (the package ``__init__`` of a partial copy, which would
+    import every module that was left out).
+    """
     todo = list(start)
     while todo:
         path = todo.pop()
-        if path in plan_set:
+        if path in plan_set or path in skip:
             continue
         plan_set.add(path)
         # every enclosing package __init__ runs on import: carry it too
@@ -296,9 +301,8 @@ def vendor(
             start.add(f)
     else:
         start = set(own.folder.rglob("*.py"))
-    _walk(own, start, plan.own, kern, plan, paper_names, member.import_name)
-    if modules:  # a partial copy: the package __init__ would import what was left out
-        plan.own.discard(own.folder / "__init__.py")
+    skip = frozenset({own.folder / "__init__.py"}) if modules else frozenset()
+    _walk(own, start, plan.own, kern, plan, paper_names, member.import_name, skip)
 
     commit = _commit(root, [member.path, kernels_member.path] if kernels_member else [member.path])
     staging = Path(into) / f".{pkg}.vendoring"

@@ -84,3 +84,29 @@ def test_bad_arguments_are_named(fake_repo, tmp_path):
     with pytest.raises(vendor.VendorError, match="--package-name must be a Python identifier"):
         vendor.vendor("alpha", tmp_path, package_name="my-lib", root=fake_repo)
     assert vendor.main(["gamma", "--into", str(tmp_path), "--root", str(fake_repo)]) == 2
+
+
+def test_a_real_package_vendors_and_runs(tmp_path):
+    """icml26-online-fair's fairness notions (numpy + scipy) copied and run in a foreign project."""
+    from conftest import REPO
+
+    project = tmp_path / "userproject"
+    out = vendor.vendor(
+        "online-fair", project, package_name="fairlib", modules=["notions"], root=REPO
+    )
+    assert not (out / "policies.py").exists()  # not imported by notions: not carried
+    header = (out / "notions.py").read_text().splitlines()[0]
+    assert header.startswith("# Vendored by tools/vendor.py from icml26-online-fair")
+    # maximin share of goods {1, 2, 3, 4} for 2 agents: best split {1, 4} | {2, 3} -> 5
+    res = run_in(
+        project,
+        "import sys; from fairlib.notions import mms_value; "
+        "print(mms_value([1.0, 2.0, 3.0, 4.0], 2)); "
+        "assert not any(m.startswith('icml26') for m in sys.modules)",
+    )
+    assert res.returncode == 0, res.stderr
+    assert float(res.stdout.strip()) == 5.0
+    assert (
+        "numpy" in (out / "VENDORED.md").read_text()
+        and "scipy" in (out / "VENDORED.md").read_text()
+    )
