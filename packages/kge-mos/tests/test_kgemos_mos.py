@@ -81,7 +81,7 @@ def test_layer_backward_through_sliced_path_matches_reference():
 
 def test_extra_parameters_independent_of_entities():
     layer = MoSOutput(8, 4)
-    assert layer.extra_parameters() == 8 * 4 + 4 * 8 * 8 + 4 * 8
+    assert layer.extra_parameters() == 8 * 4 + 4 * 8 * 8 + 4 * 8 + 1  # gate, heads, τ
 
 
 @pytest.mark.parametrize(

@@ -125,6 +125,7 @@ class KGEModel(nn.Module):
         if self.output is not None:
             self.output.gate.reset_parameters()
             self.output.heads.reset_parameters()
+            self.output.log_scale.zero_()
 
     # -- query vectors -------------------------------------------------------------------
     def query(self, s: torch.Tensor, r: torch.Tensor) -> torch.Tensor:

@@ -7,10 +7,15 @@ Badreddine, van Krieken & Serafini (ICML 2026, Sec. "Breaking the bottleneck"). 
 replaces it by a mixture of K softmaxes over the entities::
 
     π(h)   = softmax(W_π h)                      ∈ Δ^K          (mixture weights)
-    g_k(h) = tanh(W_k h + b_k)                   ∈ R^d          (component heads)
+    g_k(h) = τ · tanh(W_k h + b_k)               ∈ R^d          (component heads)
     p(o | s, r) = Σ_k π_k(h) · softmax_o(E g_k(h))
 
-Its extra parameters (K·d² + K·d + K·d) do not depend on |E|. Everything is computed in log
+Its extra parameters (K·d² + K·d + K·d + 1) do not depend on |E|. ``τ = exp(log τ)`` is one
+learnable output temperature (init 1), our addition: tanh bounds the heads in the unit cube,
+and in a KGE the entity table ``E`` is also the *input* of the query (``h = e_s ⊙ w_r``), so
+without τ sharp distributions need large entity norms that push the heads into tanh
+saturation. On UMLS at d = 4 it is the difference between MoS losing to and beating the
+linear layer (README, "What differs"). Everything is computed in log
 space::
 
     log p(o | s, r) = logsumexp_k [ log π_k + z_ko − logsumexp_o' z_ko' ],   z_k = E g_k
@@ -178,6 +183,7 @@ class MoSOutput(nn.Module):
         activation: ``"tanh"`` (the MoS of Yang et al. 2018 and KGE-MoS) or ``"identity"``
             (then K = 1 with ``W_1 = I, b_1 = 0`` is exactly the linear layer).
         gate_bias: whether the mixture-weight projection W_π has a bias (MoS: no).
+        learn_scale: learn the output temperature τ (init 1); ``False`` fixes τ = 1.
         chunk_size: default entity slice for :func:`mos_log_probs_sliced`; ``None`` uses the
             one-shot reference (fastest for small |E|).
     """
@@ -189,6 +195,7 @@ class MoSOutput(nn.Module):
         *,
         activation: Literal["tanh", "identity"] = "tanh",
         gate_bias: bool = False,
+        learn_scale: bool = True,
         chunk_size: int | None = None,
     ) -> None:
         super().__init__()
@@ -204,6 +211,7 @@ class MoSOutput(nn.Module):
         self.activation, self.chunk_size = activation, chunk_size
         self.gate = nn.Linear(dim, n_components, bias=gate_bias)  # W_π: d -> K
         self.heads = nn.Linear(dim, n_components * dim)  # [W_1; ...; W_K], b: d -> K·d
+        self.log_scale = nn.Parameter(torch.zeros(()), requires_grad=learn_scale)  # log τ
 
     def mixture(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``h (B, d) -> (log π (B, K), g (B, K, d))``."""
@@ -213,7 +221,7 @@ class MoSOutput(nn.Module):
         g = self.heads(h).view(h.shape[0], self.n_components, self.dim)  # (B, K, d)
         if self.activation == "tanh":
             g = torch.tanh(g)
-        return log_pi, g
+        return log_pi, g * self.log_scale.exp()
 
     def forward(
         self,
@@ -241,8 +249,9 @@ class MoSOutput(nn.Module):
         eye = torch.eye(self.dim, dtype=self.heads.weight.dtype)
         self.heads.weight.copy_(eye.repeat(self.n_components, 1))
         self.heads.bias.zero_()
+        self.log_scale.zero_()
         return self
 
     def extra_parameters(self) -> int:
         """Parameters the layer adds on top of a linear output layer (independent of |E|)."""
-        return sum(p.numel() for p in self.parameters())
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
