@@ -174,7 +174,7 @@ def _mms_brute(v: np.ndarray, n: int) -> float:
     return float(sums.min(1).max())
 
 
-def _mms_milp(v: np.ndarray, n: int) -> float:
+def _mms_milp(v: np.ndarray, n: int, time_limit: float = 60.0) -> float:
     """Exact MMS by mixed-integer programming (HiGHS through scipy.optimize.milp).
 
     max z  s.t.  sum_k x[g, k] = 1 (each good in one bundle),  sum_g v_g x[g, k] >= z,
@@ -212,20 +212,26 @@ def _mms_milp(v: np.ndarray, n: int) -> float:
         bounds=bounds,
     )
     try:
-        res = milp(**problem, options={"mip_rel_gap": 1e-9})
+        res = milp(**problem, options={"mip_rel_gap": 1e-9, "time_limit": time_limit})
     except ValueError:  # HiGHS presolve occasionally fails internally; solve without it
-        res = milp(**problem, options={"mip_rel_gap": 1e-9, "presolve": False})
-    if res.x is None:
-        raise RuntimeError(f"MMS MILP failed: {res.message}")
+        opts = {"mip_rel_gap": 1e-9, "presolve": False, "time_limit": time_limit}
+        res = milp(**problem, options=opts)
+    if res.status != 0 or res.x is None:
+        raise RuntimeError(
+            f"MMS MILP not solved to optimality within time_limit={time_limit}s ({res.message}); "
+            "use mms_lower_bound_lpt for a fast 3/4-approximation"
+        )
     x = np.round(res.x[:nx]).reshape(m, n)
     return float((v @ x).min())  # recompute exactly from the integral partition
 
 
-def mms_value(v, n: int, method: str = "auto") -> float:
+def mms_value(v, n: int, method: str = "auto", time_limit: float = 60.0) -> float:
     """Maximin share of one agent with values ``v`` (m,) among ``n`` agents.
 
     method: "milp" (HiGHS), "brute" (enumerate n^m partitions, m small), or "auto"
-    (brute when n**m <= 4096, else MILP).
+    (brute when n**m <= 4096, else MILP). The MILP raises RuntimeError when it cannot prove
+    optimality within ``time_limit`` seconds (symmetric instances with n >= 5 and m >= 20 can
+    be hard).
     """
     v = np.asarray(v, dtype=float)
     if v.ndim != 1:
@@ -242,7 +248,7 @@ def mms_value(v, n: int, method: str = "auto") -> float:
         return 0.0
     if method == "brute" or (method == "auto" and n**m <= 4096):
         return _mms_brute(v, n)
-    return _mms_milp(v, n)
+    return _mms_milp(v, n, time_limit)
 
 
 def mms_lower_bound_lpt(v, n: int) -> float:

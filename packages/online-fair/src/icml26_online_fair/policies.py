@@ -247,7 +247,8 @@ class MMSThresholdGreedy:
 
     From agent i's predicted multiset compute a share ŝ_i = MMS_i(prediction) / (1 + s) (s = the
     slack, default the declared error ε; ``mms="lpt"`` uses the fast LPT lower bound, which is
-    >= 3/4 MMS). With capped normalised values c_i(g) = min(v_i(g), ŝ_i) / ŝ_i, give g to the
+    >= 3/4 MMS; ``mms="auto"`` tries the exact MILP for ``time_limit`` seconds per agent and
+    falls back to LPT, recorded in ``used_lpt``). With capped normalised values c_i(g) = min(v_i(g), ŝ_i) / ŝ_i, give g to the
     agent with the largest c_i(g) among those with v_i(A_i) < ŝ_i / n (anyone if none).
 
     Guarantee: v_i(A_i) >= (1/n) (1-ε)/(1+ε) MMS_i for every i (1/(2)-MMS for n = 2 and exact
@@ -260,26 +261,36 @@ class MMSThresholdGreedy:
     change ŝ_i by the same factor, which the 1/(1+s) deflation absorbs.
     """
 
-    def __init__(self, slack: float | None = None, mms: str = "exact"):
+    def __init__(self, slack: float | None = None, mms: str = "auto", time_limit: float = 5.0):
         if slack is not None and not (0.0 <= slack < 1.0):
             raise ValueError(f"slack must be in [0, 1) or None, got {slack}")
-        if mms not in ("exact", "lpt"):
-            raise ValueError(f"mms must be 'exact' or 'lpt', got {mms!r}")
+        if mms not in ("exact", "lpt", "auto"):
+            raise ValueError(f"mms must be 'exact', 'lpt' or 'auto', got {mms!r}")
         self.slack = slack
         self.mms = mms
+        self.time_limit = time_limit
         self.share = None
+        self.used_lpt = False
+
+    def _share(self, row: np.ndarray, n: int) -> float:
+        if self.mms == "lpt":
+            self.used_lpt = True
+            return mms_lower_bound_lpt(row, n)
+        try:
+            return mms_value(row, n, time_limit=self.time_limit)
+        except RuntimeError:
+            if self.mms == "exact":
+                raise
+            self.used_lpt = True  # "auto": MILP too slow for this agent, use the 3/4 LPT bound
+            return mms_lower_bound_lpt(row, n)
 
     def reset(self, info=None) -> None:
         if not isinstance(info, FrequencyPrediction):
             raise TypeError(f"MMSThresholdGreedy needs info=FrequencyPrediction, got {info!r}")
         n = info.n
-        fn = (
-            (lambda row: mms_value(row, n))
-            if self.mms == "exact"
-            else (lambda row: mms_lower_bound_lpt(row, n))
-        )
+        self.used_lpt = False
         s = info.rel_error if self.slack is None else self.slack
-        self.share = np.array([fn(row) for row in info.values]) / (1.0 + s)  # ŝ (n,)
+        self.share = np.array([self._share(row, n) for row in info.values]) / (1.0 + s)  # ŝ (n,)
         self.have = np.zeros(n)
 
     def allocate(self, t: int, values) -> int:
@@ -301,7 +312,7 @@ class MMSThresholdGreedy:
     def guarantee(self, n: int, eps: float = 0.0) -> tuple[str, float]:
         s = eps if self.slack is None else self.slack
         alpha = (1.0 / n) * min(1.0, (1 - eps) / (1 + s)) if s >= eps else 0.0
-        return "mms", alpha * (0.75 if self.mms == "lpt" else 1.0)
+        return "mms", alpha * (0.75 if (self.mms == "lpt" or self.used_lpt) else 1.0)
 
 
 # ----------------------------------------------------------------------------- joint frequencies
