@@ -29,7 +29,7 @@ from icml26_kernels.attention import (
 
 from .cache import BlockPool, DocumentKVCache, document_key
 from .layout import blocks_for
-from .lazy import POLICIES, RequestPlan, block_diagonal_mask, plan_documents, release_plan
+from .lazy import POLICIES, RequestPlan, _filler, block_diagonal_mask, plan_documents, release_plan
 
 __all__ = ["Generation", "LazyRAGPipeline", "rope_config_from_hf"]
 
@@ -261,9 +261,7 @@ class LazyRAGPipeline:
         for i, doc in enumerate(documents):
             toks = self._ids(doc, f"documents[{i}]")
             key = document_key(toks, self.pool.block_size)
-            entry, _ = self.cache.acquire(
-                key, len(toks), lambda b, t=toks: self._prefill_document(t, b, 0, "document")
-            )
+            entry, _ = self.cache.acquire(key, len(toks), _filler(self._prefill_document, toks, 0))
             self.cache.release(entry)
             keys.append(key)
         return keys

@@ -51,6 +51,17 @@ POLICIES = ("lazy", "reencode", "prefix", "recompute")
 PrefillFn = Callable[[Sequence[int], list[int], int, str], None]
 
 
+def _filler(
+    prefill_document: PrefillFn, tokens: Sequence[int], start: int
+) -> Callable[[list[int]], None]:
+    """fill(blocks) for :meth:`DocumentKVCache.acquire`: prefill ``tokens`` at ``start`` into blocks."""
+
+    def fill(blocks: list[int]) -> None:
+        prefill_document(tokens, blocks, start, "document")
+
+    return fill
+
+
 @dataclass
 class RequestPlan:
     """Where each document's KV lives for one request, and what to release afterwards."""
@@ -139,7 +150,7 @@ def plan_documents(
                 entry, hit = cache.acquire(
                     document_key(toks, bs),
                     len(toks),
-                    lambda blocks, t=toks: prefill_document(t, blocks, 0, "document"),
+                    _filler(prefill_document, toks, 0),
                 )
                 plan.pinned.append(entry)
                 plan.hits += hit
@@ -167,7 +178,7 @@ def plan_documents(
                 entry, hit = cache.acquire(
                     document_seq_key(chain),
                     len(toks),
-                    lambda blocks, t=toks, s=start: prefill_document(t, blocks, s, "document"),
+                    _filler(prefill_document, toks, start),
                 )
                 plan.pinned.append(entry)
                 plan.hits += hit

@@ -139,12 +139,11 @@ def _attend_ref(
     k = k_pool[ids].to(cd).repeat_interleave(g, dim=2)  # (n, bs, H, D)
     v = v_pool[ids].to(cd).repeat_interleave(g, dim=2)
     s_ctx = torch.einsum("nthd,nshd->htns", qd, k).reshape(h, t, n * bs) * scale
-    valid = (torch.arange(bs, device=q.device)[None, :] < (bs - pad)[:, None]).reshape(
-        -1
-    )  # (n*bs,)
+    slot = torch.arange(bs, device=q.device)
+    valid = (slot[None, :] < (bs - pad)[:, None]).reshape(-1)  # (n*bs,)
     s_ctx = s_ctx.masked_fill(~valid, float("-inf"))
     scores, values = [s_ctx], [v.reshape(n * bs, h, d)]
-    if k_new is not None:
+    if k_new is not None and v_new is not None:
         kn = k_new.to(cd).repeat_interleave(g, dim=1)  # (Tq, H, D)
         s_new = torch.einsum("thd,shd->hts", q.to(cd), kn) * scale
         causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
