@@ -10,10 +10,9 @@ from __future__ import annotations
 import datetime
 import os
 
+import icml26_latentmoe as L
 import torch
 import torch.distributed as dist
-
-import icml26_latentmoe as L
 
 D, H, DH, E, M, N = (
     16,

@@ -9,7 +9,7 @@ import pytest
 import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).parent))  # the spawned ranks import the worker by name
-import latentmoe_dist_worker  # noqa: E402
+import latentmoe_dist_worker
 
 TIMEOUT_S = 240
 

@@ -17,11 +17,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pydoc_data.topics import topics
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydoc_data.topics import topics
 from torch import nn
 
 from .balancing import AuxFreeBalancer

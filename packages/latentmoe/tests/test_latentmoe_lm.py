@@ -1,0 +1,58 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import icml26_latentmoe as L
+
+
+def test_corpus_is_the_pydoc_topics_text():
+    train, val = L.load_corpus(0.1)
+    assert train.dtype == np.uint8 and len(train) > 300_000
+    assert abs(len(val) / (len(train) + len(val)) - 0.1) < 1e-3
+    assert b'The "assert" statement' in train.tobytes() + val.tobytes()
+
+
+class _Uniform(torch.nn.Module):
+    seq_len = 8
+
+    def forward(self, idx):
+        return torch.zeros(*idx.shape, 256)
+
+
+def test_bpb_of_a_uniform_model_is_eight_bits():
+    data = np.arange(100, dtype=np.uint8)
+    assert L.evaluate_bpb(_Uniform(), data, 8) == pytest.approx(8.0)
+
+
+def test_training_lowers_bits_per_byte():
+    train, val = L.load_corpus()
+    torch.manual_seed(0)
+    model = L.ByteLM(
+        32,
+        1,
+        2,
+        32,
+        lambda i: L.MultiHeadLatentMoE(32, 2, 16, 4, 2, 16, num_layers=1, backend="torch"),
+    )
+    before = L.evaluate_bpb(model, val, 32, max_windows=16)
+    assert before == pytest.approx(8.0, abs=0.4)  # small init: close to uniform
+    res = L.train_byte_lm(
+        model, train, val, steps=40, batch_size=8, lr=1e-2, warmup=5, eval_windows=16
+    )
+    assert res.val_bpb < before - 1.5
+    assert res.tokens == 40 * 8 * 32
+    assert res.final_imbalance is not None and res.final_imbalance >= 1.0
+    assert math.isfinite(res.train_loss)
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="val_fraction"):
+        L.load_corpus(1.5)
+    with pytest.raises(ValueError, match="divisible by n_heads"):
+        L.ByteLM(30, 1, 4, 8, lambda i: torch.nn.Identity())
+    with pytest.raises(ValueError, match="seq_len=8"):
+        L.ByteLM(8, 1, 2, 8, lambda i: torch.nn.Identity())(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match="steps must be"):
+        L.train_byte_lm(_Uniform(), np.zeros(10, np.uint8), np.zeros(10, np.uint8), steps=0)

@@ -1,0 +1,161 @@
+import pytest
+import torch
+
+import icml26_latentmoe as L
+
+
+def _layer(k=2, seed=0, **kw):
+    torch.manual_seed(seed)
+    cfg = dict(init_std=0.3, backend="torch") | kw
+    return L.MultiHeadLatentMoE(16, 4, 8, 6, k, 12, **cfg)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 6])
+def test_layer_equals_per_token_loop(k):
+    m = _layer(k)
+    m.router_bias.copy_(torch.randn(4, 6))
+    x = torch.randn(3, 5, 16)
+    y = m(x)
+    assert y.shape == x.shape
+    torch.testing.assert_close(y, L.mh_latent_moe_ref(m, x), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_is_the_written_equation_for_one_token():
+    # H = 2 heads of width 1, E = 2 experts of width 1, k = 1: every quantity by hand
+    torch.manual_seed(0)
+    m = L.MultiHeadLatentMoE(2, 2, 1, 2, 1, 1, backend="torch")
+    with torch.no_grad():
+        m.w_in.copy_(torch.eye(2))  # z = x
+        m.router.copy_(torch.tensor([[[1.0, -1.0]], [[1.0, -1.0]]]))  # head h: logits (z, -z)
+        m.w1.copy_(torch.tensor([2.0, 3.0, 5.0, 7.0]).view(2, 2, 1, 1))
+        m.w2.fill_(1.0)
+        m.w_out.copy_(torch.tensor([[1.0, 0.0], [0.0, 10.0]]))
+    x = torch.tensor([[0.5, -0.25]])
+    gelu = torch.nn.functional.gelu
+    # head 0: z = 0.5 > 0 picks expert 0 (w1 = 2); head 1: z = -0.25 picks expert 1 (w1 = 7); gate 1
+    expect = torch.stack([gelu(torch.tensor(0.5 * 2.0)), 10 * gelu(torch.tensor(-0.25 * 7.0))])
+    torch.testing.assert_close(m(x)[0], expect)
+
+
+def test_triton_backend_matches_torch_backend():
+    x = torch.randn(2, 9, 16)
+    dy = torch.randn(2, 9, 16)
+    res = []
+    for backend in ("triton", "torch"):
+        m = _layer(3, backend=backend)
+        m.router_bias.copy_(torch.linspace(-1, 1, 24).view(4, 6))
+        xr = x.clone().requires_grad_()
+        (m(xr) * dy).sum().backward()
+        res.append([xr.grad] + [p.grad for p in (m.w_in, m.router, m.w1, m.w2, m.w_out)])
+        res[-1].append(m.expert_load.clone().float())
+    for a, b in zip(*res):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_gradients_against_finite_differences():
+    torch.manual_seed(0)
+    m = L.MultiHeadLatentMoE(4, 2, 2, 3, 2, 3, init_std=0.5, backend="torch").double()
+    m.router_bias.copy_(torch.randn(2, 3))
+    x = torch.randn(5, 4, dtype=torch.double)
+    names = ["w_in", "router", "w1", "w2", "w_out"]
+    fn = lambda t, *ps: torch.func.functional_call(m, dict(zip(names, ps)), (t,))
+    inputs = (x, *(getattr(m, n).detach() for n in names))
+    assert torch.autograd.gradcheck(fn, tuple(t.clone().requires_grad_() for t in inputs))
+
+
+def test_constant_bias_shift_per_head_changes_nothing():
+    m = _layer(2)
+    x = torch.randn(10, 16)
+    m.router_bias.copy_(torch.randn(4, 6))
+    y1 = m(x)
+    m.router_bias += torch.tensor([[1.0], [-2.0], [0.5], [30.0]])
+    torch.testing.assert_close(m(x), y1)
+
+
+def test_expert_load_and_bias_update():
+    m = _layer(2)
+    x = torch.randn(20, 16)
+    m.train()
+    m(x)
+    assert m.expert_load.shape == (4, 6)
+    assert m.expert_load.sum(1).tolist() == [40] * 4  # N·k assignments per head
+    bias0 = torch.randn(4, 6)
+    m.router_bias.copy_(bias0)
+    load = m.update_bias(0.1)
+    assert m.expert_load.sum() == 0
+    torch.testing.assert_close(m.router_bias.sum(1), bias0.sum(1))
+    over = load > load.float().mean(1, keepdim=True)
+    under = load < load.float().mean(1, keepdim=True)
+    delta = m.router_bias - bias0
+    assert torch.all(delta[over] < delta[under].min())  # over-loaded experts lose bias
+    m.eval()
+    m(x)
+    assert m.expert_load.sum() == 0  # no counting in eval mode
+
+
+def test_balancer_evens_out_a_skewed_layer():
+    m = _layer(2, init_std=0.3)
+    with torch.no_grad():
+        m.router[:, 0, :2] += 3.0  # experts 0 and 1 of every head are favoured when z_0 > 0
+        m.w_in[0, 0::8] = 1.0  # x_0 feeds z_0 of every head
+    bal = L.AuxFreeBalancer(0.3)
+    gen = torch.Generator().manual_seed(0)
+    ratios = []
+    for _ in range(40):
+        x = torch.randn(64, 16, generator=gen)
+        x[:, 0] = 2.0
+        m(x)
+        ratios.append(bal.step(m))
+    assert ratios[0] > 2.0
+    assert sum(ratios[-5:]) / 5 < 0.6 * ratios[0]
+    torch.testing.assert_close(m.router_bias.sum(), torch.tensor(0.0), atol=1e-4, rtol=0)
+
+
+def test_same_seed_same_bytes():
+    outs = []
+    for _ in range(2):
+        m = _layer(2, seed=7)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        gen = torch.Generator().manual_seed(3)
+        for _ in range(3):
+            x = torch.randn(8, 16, generator=gen)
+            loss = m(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            m.update_bias(0.01)
+        outs.append(m(torch.ones(2, 16)).detach().numpy().tobytes())
+    assert outs[0] == outs[1]
+
+
+def test_single_rank_dispatch_combine_roundtrip():
+    z = torch.randn(5, 4, 3)
+    zl = L.dispatch(z, None)
+    assert zl.shape == (4, 5, 3)
+    assert torch.equal(L.combine(zl, None), z)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"top_k": 7}, "top_k must be <="),
+        ({"top_k": 0}, "top_k must be a positive int"),
+        ({"num_heads": 2.0}, "num_heads must be a positive int"),
+        ({"expert_size": -1}, "expert_size must be a positive int"),
+    ],
+)
+def test_bad_arguments_raise(kwargs, match):
+    cfg = dict(d_model=16, num_heads=4, head_dim=8, num_experts=6, top_k=2, expert_size=12) | kwargs
+    with pytest.raises(ValueError, match=match):
+        L.MultiHeadLatentMoE(**cfg)
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="d_model=16"):
+        _layer()(torch.randn(3, 15))
+    with pytest.raises(ValueError, match=r"z must be \(N, H, d_h\)"):
+        L.dispatch(torch.randn(3, 4), None)
+    with pytest.raises(ValueError, match="update_rate"):
+        L.AuxFreeBalancer(-1.0)
+    with pytest.raises(ValueError, match="no MultiHeadLatentMoE"):
+        L.AuxFreeBalancer().step(torch.nn.Linear(2, 2))
