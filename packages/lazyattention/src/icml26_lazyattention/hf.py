@@ -72,9 +72,8 @@ class Generation:
 
     tokens: list[int]  # generated token ids
     text: str | None  # decoded with the tokenizer, when one was given
-    query_logits: (
-        torch.Tensor
-    )  # (Tq, vocab) logits at the query positions (first token = argmax of the last row)
+    query_logits: torch.Tensor  # (Tq, vocab) at the query positions; the first token uses row -1
+    step_logits: torch.Tensor  # (n_new, vocab) the logits each generated token was chosen from
     ttft_s: float  # request start → first token chosen (document KV + query prefill)
     total_s: float
     doc_hits: int
@@ -304,18 +303,27 @@ class LazyRAGPipeline:
             ctx = plan.table()[None].to(self.device)
             h = self._prefill_tokens(q_ids, start, ctx, private, "private")
             query_logits = self._logits(h)
-            out = [self._pick(query_logits[-1], do_sample, temperature, top_k, generator)]
+            steps = [query_logits[-1]]
+            out = [self._pick(steps[-1], do_sample, temperature, top_k, generator)]
             ttft = time.perf_counter() - t0
             while len(out) < max_new_tokens and out[-1] != eos_token_id:
                 slot = len(q_ids) + len(out) - 1
                 logits = self._decode_step(out[-1], start + slot, slot, plan, private)
+                steps.append(logits)
                 out.append(self._pick(logits, do_sample, temperature, top_k, generator))
         finally:
             self.pool.free(private)
             release_plan(self.cache, plan)
         text = self.tokenizer.decode(out) if self.tokenizer is not None else None
         return Generation(
-            out, text, query_logits, ttft, time.perf_counter() - t0, plan.hits, plan.misses
+            out,
+            text,
+            query_logits,
+            torch.stack(steps),
+            ttft,
+            time.perf_counter() - t0,
+            plan.hits,
+            plan.misses,
         )
 
     @staticmethod

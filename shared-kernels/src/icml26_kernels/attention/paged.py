@@ -307,7 +307,7 @@ if triton is not None:
         n_blk = tl.load(NBLK + b)
         for j in range(0, n_blk):
             e = tl.load(TABLE + b * st_b + j)
-            blk = e & 0xFFFFFFFF
+            blk = e & 0x7FFFFFFF  # bit 31 is always 0 (block index <= 2**31 - 1); int32 literal
             delta = ((e >> 32) & 0xFFFF) - 1
             pad = (e >> 48) & 0xFFFF
             c = tl.load(COS + delta * HALF + i, mask=mi, other=1.0).to(ACC)
@@ -410,7 +410,7 @@ if triton is not None:
         n_blk = tl.load(NBLK + b)
         for j in range(0, n_blk):
             e = tl.load(TABLE + b * st_b + j)
-            blk = e & 0xFFFFFFFF
+            blk = e & 0x7FFFFFFF  # bit 31 is always 0 (block index <= 2**31 - 1); int32 literal
             field = (e >> 32) & 0xFFFF
             pad = (e >> 48) & 0xFFFF
             if field != prev:  # new document: re-rotate, always from the original Q
