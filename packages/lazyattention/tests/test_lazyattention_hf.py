@@ -175,3 +175,51 @@ def test_lazyattention_sampling_is_seeded(llama64):
     assert a.tokens[0] in top5
     with pytest.raises(ValueError, match="temperature"):
         pipe.generate(q, docs, do_sample=True, temperature=0.0)
+
+
+@pytest.mark.parametrize("family", ["mistral", "qwen2"])
+def test_lazyattention_other_llama_family_models(family):
+    """Mistral (no sliding window) and Qwen2 (q/k/v biases) through the same pipeline equal HF's
+    forward under the block-diagonal mask."""
+    import transformers
+
+    cls_cfg, cls_model = {
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    }[family]
+    cfg = cls_cfg(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.3,
+        sliding_window=None,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    model = cls_model(cfg).double().eval()
+    if family == "qwen2":  # make the q/k/v biases non-zero so they are exercised
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.self_attn.q_proj.bias.normal_(0, 0.3)
+                layer.self_attn.k_proj.bias.normal_(0, 0.3)
+    docs, q = random_docs(15, [6, 9, 4], 3)
+    want, hf_logits = hf_generate_block_diagonal(model, docs, q, 5)
+    pipe = LazyRAGPipeline(model, block_size=4, n_blocks=64, backend="torch")
+    out = pipe.generate(q, docs, max_new_tokens=5)
+    torch.testing.assert_close(out.query_logits, hf_logits, rtol=0, atol=1e-4)
+    assert out.tokens == want
+
+
+def test_lazyattention_sliding_window_rejected():
+    import transformers
+
+    cfg = transformers.MistralConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, sliding_window=64,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="sliding-window"):
+        LazyRAGPipeline(transformers.MistralForCausalLM(cfg))
