@@ -261,7 +261,7 @@ class MMSThresholdGreedy:
     change ŝ_i by the same factor, which the 1/(1+s) deflation absorbs.
     """
 
-    def __init__(self, slack: float | None = None, mms: str = "auto", time_limit: float = 5.0):
+    def __init__(self, slack: float | None = None, mms: str = "auto", time_limit: float = 2.0):
         if slack is not None and not (0.0 <= slack < 1.0):
             raise ValueError(f"slack must be in [0, 1) or None, got {slack}")
         if mms not in ("exact", "lpt", "auto"):
