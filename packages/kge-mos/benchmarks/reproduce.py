@@ -76,6 +76,13 @@ def pykeen_peer(ds, scorer: str, dim: int, epochs: int, lr: float, batch: int, s
     # PyKEEN runs gc.collect() after every epoch; with torch + pykeen imported that full
     # collection dominates tiny epochs. Freezing the long-lived objects keeps it cheap.
     gc.freeze()
+    try:
+        return _pykeen_run(ds, scorer, dim, epochs, lr, batch, seed, pipeline, TriplesFactory)
+    finally:
+        gc.unfreeze()
+
+
+def _pykeen_run(ds, scorer, dim, epochs, lr, batch, seed, pipeline, TriplesFactory):
 
     def tf(triples):
         return TriplesFactory(
