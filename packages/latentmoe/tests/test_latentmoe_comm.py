@@ -1,7 +1,6 @@
+import icml26_latentmoe as L
 import pytest
 import torch
-
-import icml26_latentmoe as L
 
 
 def test_hp_formula_is_constant_in_k_and_ep_grows():

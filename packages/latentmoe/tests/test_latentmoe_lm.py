@@ -1,10 +1,9 @@
 import math
 
+import icml26_latentmoe as L
 import numpy as np
 import pytest
 import torch
-
-import icml26_latentmoe as L
 
 
 def test_corpus_is_the_pydoc_topics_text():

@@ -1,7 +1,6 @@
+import icml26_latentmoe as L
 import pytest
 import torch
-
-import icml26_latentmoe as L
 
 
 def _layer(k=2, seed=0, **kw):

@@ -1,7 +1,6 @@
+import icml26_latentmoe as L
 import pytest
 import torch
-
-import icml26_latentmoe as L
 
 
 def _moe(k=2, **kw):
