@@ -42,7 +42,7 @@ def explain_data(
     baseline: Any = None,
     config: FitConfig | None = None,
     index: str = "SII",
-) -> tuple[np.ndarray, dict[tuple[int, int], float], FitResult]:
+) -> tuple[np.ndarray, dict[tuple[int, ...], float], FitResult]:
     """Fit TN-SHAP-G on ``data``: ``(φ (n,), {edge: interaction}, fit result)``."""
     game = game_from_data(model, data, baseline)
     tn = GraphTN(game, bond_dim)

@@ -21,7 +21,7 @@ from shapiq.approximator.base import Approximator
 from shapiq.interaction_values import InteractionValues
 
 from .attribution import gauss_legendre_01, interactions, moebius, shapley_values
-from .surrogate import FitConfig, FitResult, GraphTN, fit_surrogate
+from .surrogate import FitConfig, FitResult, GraphTN, Structure, fit_surrogate
 
 __all__ = ["TNSHAPApproximator", "to_interaction_values"]
 
@@ -106,7 +106,7 @@ class TNSHAPApproximator(Approximator):
         index: str = "SII",
         *,
         bond_dim: int = 4,
-        structure: str = "graph",
+        structure: Structure = "graph",
         config: FitConfig | None = None,
         top_order: bool = False,
         random_state: int | None = None,

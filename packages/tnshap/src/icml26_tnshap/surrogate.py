@@ -42,6 +42,8 @@ def _graph_parts(graph: Any, n_nodes: int | None) -> tuple[int, Any, bool | None
     """(n_nodes, edges, edge_index flag) from a game, a PyG Data, a topology or an edge list."""
     if hasattr(graph, "edge_index"):  # MaskedGraphGame or torch_geometric Data
         n = getattr(graph, "n_players", None) or getattr(graph, "num_nodes", None) or n_nodes
+        if n is None:
+            raise ValueError("n_nodes must be given for a graph object without a node count")
         return int(n), graph.edge_index, True
     if isinstance(graph, tuple) and len(graph) == 2 and isinstance(graph[0], (int, np.integer)):
         return int(graph[0]), graph[1], None
@@ -69,6 +71,9 @@ class GraphTN(nn.Module):
         seed: initialization seed.
         dtype: parameter dtype (float64 keeps the 1e-8 identities of the tests).
     """
+
+    shift: torch.Tensor  # μ (buffer)
+    scale: torch.Tensor  # σ (buffer)
 
     def __init__(
         self,
@@ -173,7 +178,7 @@ def size_uniform_sampler(n: int, m: int, rng: np.random.Generator) -> np.ndarray
         masks = np.arange(2**n)
         return ((masks[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
     seen: set[bytes] = set()
-    out = []
+    out: list[np.ndarray] = []
     tries = 0
     while len(out) < m:
         tries += 1
@@ -262,6 +267,7 @@ def fit_surrogate(
         raise ValueError(f"config.val_fraction must be in [0, 1); got {cfg.val_fraction}")
     if cfg.solver not in ("adam", "lbfgs", "als"):
         raise ValueError(f"config.solver must be 'adam', 'lbfgs' or 'als'; got {cfg.solver!r}")
+    sample: Callable[[int, int, np.random.Generator], np.ndarray]
     if sampler == "size_uniform":
         sample = size_uniform_sampler
     elif callable(sampler):

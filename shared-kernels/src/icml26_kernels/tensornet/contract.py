@@ -408,6 +408,8 @@ def probe(
     if sites_np.size and (sites_np.min() < 0 or sites_np.max() >= topo.n_nodes):
         raise ValueError(f"sites must be node ids in [0, {topo.n_nodes})")
     p, k = sites_np.shape
+    vec: Any
+    sv: Any
     if _is_torch(cores[0]):
         import torch
 
@@ -417,10 +419,10 @@ def probe(
         m = base_t.shape[0]
         vec = base_t.unsqueeze(0).repeat(p, 1, 1, 1)  # (P, M, n, d)
         sv = sv.expand(p, k, topo.phys_dim) if sv.ndim == 2 else sv
-        rows = torch.arange(p, device=ref.device)
+        rows_t = torch.arange(p, device=ref.device)
         for j in range(k):
             cols = torch.as_tensor(sites_np[:, j], device=ref.device)
-            vec[rows, :, cols, :] = sv[:, j, None, :].expand(p, m, topo.phys_dim)
+            vec[rows_t, :, cols, :] = sv[:, j, None, :].expand(p, m, topo.phys_dim)
     else:
         base_np = np.asarray(base, dtype=np.float64)
         sv = np.asarray(site_vectors, dtype=np.float64)
