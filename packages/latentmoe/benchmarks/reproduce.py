@@ -22,11 +22,10 @@ import sys
 import tempfile
 import time
 
+import icml26_latentmoe as L
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
-import icml26_latentmoe as L
 
 D_MODEL, HEADS, HEAD_DIM = 128, 4, 32
 KS = (1, 2, 4, 8)
@@ -41,17 +40,23 @@ def log(msg: str) -> None:
 # ------------------------------------------------------------------------------------------
 def _comm_worker(rank: int, world: int, port: int, tokens: int, out_path: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
     rows = []
     for k in KS:
         torch.manual_seed(k)
-        hp = L.MultiHeadLatentMoE(D_MODEL, HEADS, HEAD_DIM, 32, k, 64, process_group=dist.group.WORLD, backend="torch")
+        hp = L.MultiHeadLatentMoE(
+            D_MODEL, HEADS, HEAD_DIM, 32, k, 64, process_group=dist.group.WORLD, backend="torch"
+        )
         torch.manual_seed(k)
         ep = L.MoE(D_MODEL, 32, k, 64, process_group=dist.group.WORLD, backend="torch")
         hp_bytes, ep_bytes, hp_splits, ep_splits = [], [], set(), set()
         with torch.no_grad():
             for step in range(3):  # three batches: are the split sizes data dependent?
-                x = torch.randn(tokens, D_MODEL, generator=torch.Generator().manual_seed(1000 * rank + step))
+                x = torch.randn(
+                    tokens, D_MODEL, generator=torch.Generator().manual_seed(1000 * rank + step)
+                )
                 with L.count_comm() as s_hp:
                     hp(x)
                 with L.count_comm() as s_ep:
@@ -74,7 +79,9 @@ def _comm_worker(rank: int, world: int, port: int, tokens: int, out_path: str) -
             )
         )
     # average over ranks (EP traffic differs per rank; HP traffic does not)
-    t = torch.tensor([[r["hp_bytes_per_token"], r["ep_bytes_per_token"]] for r in rows], dtype=torch.float64)
+    t = torch.tensor(
+        [[r["hp_bytes_per_token"], r["ep_bytes_per_token"]] for r in rows], dtype=torch.float64
+    )
     spread = t.clone()
     dist.all_reduce(t)
     dist.all_reduce(spread, op=dist.ReduceOp.MAX)
@@ -93,7 +100,9 @@ def measure_comm(world: int, tokens: int) -> list[dict]:
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "comm.json")
-        mp.start_processes(_comm_worker, args=(world, port, tokens, out), nprocs=world, start_method="spawn")
+        mp.start_processes(
+            _comm_worker, args=(world, port, tokens, out), nprocs=world, start_method="spawn"
+        )
         with open(out) as f:
             return json.load(f)
 
@@ -107,9 +116,13 @@ def build(kind: str, seq_len: int = 256, m: int = 32) -> L.ByteLM:
         # +4 hidden units per expert = the 2·d·(H·d_h) parameters of MH's W_in, W_out: equal totals
         ffn = lambda i: L.MoE(D_MODEL, 32, 4, m + 4, num_layers=4, backend="torch")
     elif kind == "latent":
-        ffn = lambda i: L.MultiHeadLatentMoE(D_MODEL, HEADS, HEAD_DIM, 32, 4, m, num_layers=4, backend="torch")
+        ffn = lambda i: L.MultiHeadLatentMoE(
+            D_MODEL, HEADS, HEAD_DIM, 32, 4, m, num_layers=4, backend="torch"
+        )
     elif kind == "latent_2x":
-        ffn = lambda i: L.MultiHeadLatentMoE(D_MODEL, HEADS, HEAD_DIM, 64, 8, m // 2, num_layers=4, backend="torch")
+        ffn = lambda i: L.MultiHeadLatentMoE(
+            D_MODEL, HEADS, HEAD_DIM, 64, 8, m // 2, num_layers=4, backend="torch"
+        )
     else:
         raise ValueError(kind)
     return L.ByteLM(D_MODEL, 4, 4, seq_len, ffn)
@@ -145,7 +158,9 @@ def main() -> None:
     for w in worlds:
         comm[w] = measure_comm(w, tokens=256)
         log(f"\ncommunication, W = {w}, 256 tokens/rank, fp32, per layer forward (mean over ranks)")
-        log("| k | HP bytes/token | HP formula | HP colls | EP bytes/token | EP formula | EP colls | EP/HP |")
+        log(
+            "| k | HP bytes/token | HP formula | HP colls | EP bytes/token | EP formula | EP colls | EP/HP |"
+        )
         log("|---|---|---|---|---|---|---|---|")
         for r in comm[w]:
             log(
@@ -166,7 +181,7 @@ def main() -> None:
         model = build(kind)
         total, active = ffn_params(model)
         res = L.train_byte_lm(
-            model, train, val, steps=steps, batch_size=batch, lr=3e-3, warmup=20, bias_update_rate=1e-3,
+            model, train, val, steps=steps, batch_size=batch, lr=3e-3, warmup=20, bias_update_rate=1e-2,
             eval_windows=64, log=lambda s, kind=kind: log(f"[{kind}] {s}"),
         )  # fmt: skip
         results[kind] = res
