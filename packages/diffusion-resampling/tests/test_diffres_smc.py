@@ -166,14 +166,16 @@ def test_marginal_distances_are_zero_for_exact_moments():
     parts = jnp.stack([kf.means[:, 0] - sd, kf.means[:, 0] + sd], axis=1)[..., None]  # (K, 2, 1)
     from icml26_diffusion_resampling import FilterOutput
 
+    n_obs = len(YS)
     out = FilterOutput(
-        jnp.zeros(()), parts, jnp.full((len(YS), 2), -jnp.log(2.0)), jnp.ones(len(YS)), None
+        jnp.zeros(()), parts, jnp.full((n_obs, 2), -jnp.log(2.0)), jnp.ones(n_obs), jnp.ones(n_obs)
     )
-    kl, bw = gaussian_marginal_distances(out, kf)
+    dist = jax.jit(gaussian_marginal_distances)
+    kl, bw = dist(out, kf)
     assert float(kl) == pytest.approx(0.0, abs=1e-5)
     assert float(bw) == pytest.approx(0.0, abs=2e-3)
     shifted = out._replace(particles=parts + 0.3)
-    kl, bw = gaussian_marginal_distances(shifted, kf)
+    kl, bw = dist(shifted, kf)
     assert float(bw) == pytest.approx(0.3, abs=2e-3)  # W₂ of a pure shift is the shift
 
 
