@@ -189,6 +189,7 @@ def game_value(
     memo: dict = {}
 
     def value(state: tuple) -> tuple[float, tuple | None]:
+        out: tuple[float, tuple | None]
         if state in memo:
             return memo[state]
         t = len(state)
@@ -232,7 +233,8 @@ def game_value(
     v, _ = value(())
     if not np.isfinite(v):
         raise ValueError("no instance on this grid reaches the given totals in m goods")
-    pv, state = [], ()
+    pv: list = []
+    state: tuple = ()
     while len(state) < m:
         _, move = value(state)
         if move is None:

@@ -8,7 +8,7 @@ agent, irrevocably.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class OnlineInstance:
     """
 
     values: np.ndarray
-    order: np.ndarray = field(default=None)  # type: ignore[assignment]
+    order: np.ndarray | None = None
 
     def __post_init__(self):
         v = check_values(self.values)
@@ -60,7 +60,7 @@ class OnlineInstance:
 
     def stream(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """Yield (t, good id, value vector (n,)) in arrival order."""
-        for t, g in enumerate(self.order):
+        for t, g in enumerate(np.asarray(self.order)):  # always set by __post_init__
             yield t, int(g), self.values[:, g]
 
     def with_order(self, order) -> OnlineInstance:

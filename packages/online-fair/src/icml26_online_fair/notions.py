@@ -192,17 +192,23 @@ def _mms_milp(v: np.ndarray, n: int, time_limit: float = 60.0) -> float:
     for g in range(m):
         r = np.zeros(nx + 1)
         r[g * n : (g + 1) * n] = 1.0
-        rows.append(r), lo.append(1.0), hi.append(1.0)
+        rows.append(r)
+        lo.append(1.0)
+        hi.append(1.0)
     for k in range(n):
         r = np.zeros(nx + 1)
         r[k:nx:n] = w
         r[-1] = -1.0
-        rows.append(r), lo.append(0.0), hi.append(np.inf)
+        rows.append(r)
+        lo.append(0.0)
+        hi.append(np.inf)
         if k + 1 < n:
             r = np.zeros(nx + 1)
             r[k:nx:n] = w
             r[k + 1 : nx : n] -= w
-            rows.append(r), lo.append(0.0), hi.append(np.inf)
+            rows.append(r)
+            lo.append(0.0)
+            hi.append(np.inf)
     integrality = np.r_[np.ones(nx), 0.0]
     bounds = Bounds(np.zeros(nx + 1), np.r_[np.ones(nx), np.inf])
     problem = dict(

@@ -128,12 +128,16 @@ def max_mms_ratio(values, mms=None) -> np.ndarray:
     for g in range(m):
         r = np.zeros(nx + 1)
         r[g:nx:m] = 1.0
-        rows.append(r), lo.append(1.0), hi.append(1.0)
+        rows.append(r)
+        lo.append(1.0)
+        hi.append(1.0)
     for i in need:
         r = np.zeros(nx + 1)
         r[i * m : (i + 1) * m] = v[i] / shares[i]
         r[-1] = -1.0
-        rows.append(r), lo.append(0.0), hi.append(np.inf)
+        rows.append(r)
+        lo.append(0.0)
+        hi.append(np.inf)
     problem = dict(
         c=c,
         constraints=LinearConstraint(np.array(rows), lo, hi),

@@ -269,7 +269,7 @@ class MMSThresholdGreedy:
         self.slack = slack
         self.mms = mms
         self.time_limit = time_limit
-        self.share = None
+        self.share: np.ndarray | None = None
         self.used_lpt = False
 
     def _share(self, row: np.ndarray, n: int) -> float:
@@ -372,7 +372,7 @@ class PlanAndMatch:
                 f"offline must be a callable values (n, m) -> owner (m,), got {offline!r}"
             )
         self.offline = offline
-        self.plan = None
+        self.plan: np.ndarray | None = None
 
     def reset(self, info=None) -> None:
         if not isinstance(info, FrequencyPrediction) or info.kind != "joint":
