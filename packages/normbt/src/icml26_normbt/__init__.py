@@ -75,7 +75,9 @@ _LAZY = {"NormBTConfig", "NormBTRewardTrainer"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from . import trl as _trl  # needs the [trl] extra
-
+        try:
+            from . import trl as _trl
+        except ImportError as err:
+            raise ImportError(f"{name} needs TRL: pip install 'icml26-normbt[trl]'") from err
         return getattr(_trl, name)
     raise AttributeError(f"module 'icml26_normbt' has no attribute {name!r}")
