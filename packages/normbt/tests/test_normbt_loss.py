@@ -268,3 +268,16 @@ def test_bad_state_and_pool_arguments():
         last_token_pool(torch.randn(2, 3, 4), torch.ones(2, 5, dtype=torch.long), 0)
     with pytest.raises(ValueError, match="r_chosen.*empty"):
         bt_loss(torch.zeros(0), torch.zeros(0))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu_with_state_on_either_device():
+    h_c, h_r, v = _batch(b=16, h=32, seed=6)
+    ref_loss, ref_w = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=NormBTState(0.9))
+    for state in (NormBTState(0.9), NormBTState(0.9).cuda()):
+        hc, hr, vv = h_c.cuda(), h_r.cuda(), v.cuda()
+        loss, w = normbt_loss(hc @ vv, hr @ vv, hc, hr, state=state)
+        assert loss.device.type == "cuda" and w.device.type == "cuda"
+        torch.testing.assert_close(loss.cpu(), ref_loss, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(w.cpu(), ref_w, rtol=1e-5, atol=1e-6)
