@@ -139,10 +139,13 @@ def kalman_mle(datasets, n_iter):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="reduced sizes (a few minutes, 2 cores)")
+    ap.add_argument("--runs", type=int, default=None, help="override R (accuracy data sets)")
+    ap.add_argument("--grid", type=int, default=None, help="override G (grid side)")
     args = ap.parse_args()
     t0 = time.time()
     # R data sets for the accuracy metrics, G x G grid, S gradient seeds, R_fit data sets fitted
     R, G, S, R_fit, n_iter = (8, 3, 24, 4, 50) if args.quick else (20, 8, 50, 20, 150)
+    R, G = args.runs or R, args.grid or G
     log(f"R={R} data sets, grid {G}x{G}, {S} gradient seeds, {R_fit} fits x {n_iter} Adam steps")
 
     data_keys = jax.random.split(jax.random.PRNGKey(2026), R)
