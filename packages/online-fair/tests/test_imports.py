@@ -10,6 +10,7 @@ EXPECTED_ALL = [
     "NormalizationInfo",
     "OnlineInstance",
     "OnlinePolicy",
+    "OptimalGridPolicy",
     "PlanAndMatch",
     "RandomPolicy",
     "RoundRobinPolicy",

@@ -51,6 +51,21 @@ def test_adversary_beats_every_no_information_policy(policy, ef1_game):
     assert np.array_equal(replay.owner, owner)
 
 
+def test_optimal_grid_policy_attains_the_game_value(ef1_game):
+    # both directions of the minimax computation: the adversary cannot push the solved policy
+    # below the value, and (above) no policy is pushed above it
+    policy = of.OptimalGridPolicy(2, 4, GEOMETRIC, "ef1")
+    assert policy.value == ef1_game[0]
+    r, _, _ = of.adversary_search(policy, 2, 4, GEOMETRIC, "ef1")
+    assert r == pytest.approx(ef1_game[0])
+    norm = of.OptimalGridPolicy(2, 4, [0, 1, 2, 3], "mms", totals=[6, 6])
+    r, _, _ = of.adversary_search(norm, 2, 4, [0, 1, 2, 3], "mms", totals=[6, 6])
+    assert r == pytest.approx(norm.value) and norm.value < 1.0
+    with pytest.raises(ValueError, match="not on the policy's grid"):
+        policy.reset()
+        policy.allocate(0, np.array([2.0, 2.0]))
+
+
 def test_prop1_ratio_floor_and_greedy_reaches_it():
     # v_i(A_i) + max_{g∉A_i} v_i(g) >= max_g v_i(g) >= v_i(M)/m, so no allocation has PROP1
     # ratio below n/m: "ratio 0" is impossible at fixed m; greedy is pushed to the floor n/m

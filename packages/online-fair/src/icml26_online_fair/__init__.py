@@ -4,7 +4,13 @@ Reimplementation of Neoh, Peters & Teh, "Online Fair Division with Additional In
 (ICML 2026, arXiv:2505.24503). The public API is exactly ``__all__``.
 """
 
-from .adversary import adversary_search, exhaustive_check, game_value, worst_order
+from .adversary import (
+    OptimalGridPolicy,
+    adversary_search,
+    exhaustive_check,
+    game_value,
+    worst_order,
+)
 from .fairpyx_adapter import fairpyx_offline
 from .info import FrequencyPrediction, NormalizationInfo
 from .instance import Allocation, OnlineInstance, random_instance
@@ -49,6 +55,7 @@ __all__ = [
     "NormalizationInfo",
     "OnlineInstance",
     "OnlinePolicy",
+    "OptimalGridPolicy",
     "PlanAndMatch",
     "RandomPolicy",
     "RoundRobinPolicy",

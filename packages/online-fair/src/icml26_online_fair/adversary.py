@@ -11,6 +11,7 @@
                        deterministic online algorithms on the grid: a value < 1 certifies that no
                        deterministic algorithm guarantees the notion (an impossibility result),
                        and a value of 1 that some algorithm does on that grid.
+* ``OptimalGridPolicy`` the algorithm that attains that value (so both directions are testable).
 
 Ratios are ``approx_ratio`` (largest α in [0, 1] with α-notion).
 """
@@ -29,7 +30,7 @@ from .instance import OnlineInstance
 from .notions import approx_ratio, mms_ratio, mms_value
 from .policies import OnlinePolicy, divide_online
 
-__all__ = ["adversary_search", "exhaustive_check", "game_value", "worst_order"]
+__all__ = ["OptimalGridPolicy", "adversary_search", "exhaustive_check", "game_value", "worst_order"]
 
 
 def _ratio_fn(notion: str) -> Callable[[np.ndarray, np.ndarray], float]:
@@ -163,6 +164,73 @@ def adversary_search(
     return best["r"], best["values"], best["owner"]
 
 
+class _Game:
+    """The online game on a grid, solved lazily with memoisation (see ``game_value``)."""
+
+    def __init__(self, n, m, grid, notion, totals):
+        _check_nm(n, m)
+        g = _check_grid(grid)
+        self.n, self.m = n, m
+        self.vectors = [tuple(x) for x in itertools.product(g, repeat=n)]
+        self.index = {v: k for k, v in enumerate(self.vectors)}
+        self.ratio = _ratio_fn(notion)
+        self.gmax = g.max()
+        self.tot = None if totals is None else np.asarray(totals, dtype=float)
+        if self.tot is not None and self.tot.shape != (n,):
+            raise ValueError(f"totals must have shape ({n},), got {self.tot.shape}")
+        self.memo: dict = {}
+
+    def value(self, state: tuple) -> tuple[float, tuple | None]:
+        """(minimax ratio, adversary's move (vector index, algorithm's reply)) after ``state``, a
+        sorted tuple of (vector index, owner); inf when the totals cannot be met from here."""
+        memo, vectors, n, m = self.memo, self.vectors, self.n, self.m
+        out: tuple[float, tuple | None]
+        if state in memo:
+            return memo[state]
+        t = len(state)
+        if t == m:
+            values = np.array([vectors[k] for k, _ in state], dtype=float).T
+            out = (self.ratio(values, np.array([a for _, a in state])), None)
+            memo[state] = out
+            return out
+        remaining = None
+        if self.tot is not None:
+            remaining = self.tot - sum(
+                (np.array(vectors[k], dtype=float) for k, _ in state), np.zeros(n)
+            )
+        worst, worst_move = np.inf, None
+        for k, vec in enumerate(vectors):
+            if remaining is not None:
+                rem = remaining - np.array(vec)
+                left = m - t - 1
+                if np.any(rem < -1e-9) or np.any(rem > left * self.gmax + 1e-9):
+                    continue
+            best, best_a = self.reply(state, k)
+            if not np.isfinite(best):  # this vector cannot be completed to the totals
+                continue
+            if best < worst:
+                worst, worst_move = best, (k, best_a)
+            if worst <= 0.0:
+                break
+        if worst_move is None:  # no feasible continuation
+            out = (np.inf, None)
+        else:
+            out = (float(worst), worst_move)
+        memo[state] = out
+        return out
+
+    def reply(self, state: tuple, k: int) -> tuple[float, int]:
+        """The algorithm's best owner for vector ``k`` after ``state`` and the value it secures."""
+        best, best_a = -np.inf, 0
+        for a in range(self.n):
+            r, _ = self.value(tuple(sorted((*state, (k, a)))))
+            if r > best:
+                best, best_a = r, a
+            if best >= 1.0:
+                break
+        return best, best_a
+
+
 def game_value(
     n: int,
     m: int,
@@ -177,68 +245,51 @@ def game_value(
     The subgame after a history depends only on the multiset of (value vector, owner) pairs
     (ratios are order-free and the future does not depend on the order), so states are memoised
     on that multiset; this is exact for deterministic algorithms, which may use the full history.
+    ``optimal_policy`` plays the maximising replies, so it attains the value (tested).
     Returns (value, principal variation [(vector, owner), ...])."""
-    _check_nm(n, m)
-    g = _check_grid(grid)
-    vectors = [tuple(x) for x in itertools.product(g, repeat=n)]
-    ratio = _ratio_fn(notion)
-    gmax = g.max()
-    tot = None if totals is None else np.asarray(totals, dtype=float)
-    if tot is not None and tot.shape != (n,):
-        raise ValueError(f"totals must have shape ({n},), got {tot.shape}")
-    memo: dict = {}
-
-    def value(state: tuple) -> tuple[float, tuple | None]:
-        out: tuple[float, tuple | None]
-        if state in memo:
-            return memo[state]
-        t = len(state)
-        if t == m:
-            values = np.array([vectors[k] for k, _ in state], dtype=float).T
-            out = (ratio(values, np.array([a for _, a in state])), None)
-            memo[state] = out
-            return out
-        remaining = None
-        if tot is not None:
-            remaining = tot - sum(
-                (np.array(vectors[k], dtype=float) for k, _ in state), np.zeros(n)
-            )
-        worst, worst_move = np.inf, None
-        for k, vec in enumerate(vectors):
-            if remaining is not None:
-                rem = remaining - np.array(vec)
-                left = m - t - 1
-                if np.any(rem < -1e-9) or np.any(rem > left * gmax + 1e-9):
-                    continue
-            best, best_a = -np.inf, None
-            for a in range(n):
-                r, _ = value(tuple(sorted((*state, (k, a)))))
-                if r > best:
-                    best, best_a = r, a
-                if best >= 1.0:
-                    break
-            if not np.isfinite(best):  # this vector cannot be completed to the totals
-                continue
-            if best < worst:
-                worst, worst_move = best, (k, best_a)
-            if worst <= 0.0:
-                break
-        if worst_move is None:  # no feasible continuation (cannot happen from a feasible root)
-            out = (np.inf, None)
-        else:
-            out = (float(worst), worst_move)
-        memo[state] = out
-        return out
-
-    v, _ = value(())
+    game = _Game(n, m, grid, notion, totals)
+    v, _ = game.value(())
     if not np.isfinite(v):
         raise ValueError("no instance on this grid reaches the given totals in m goods")
     pv: list = []
     state: tuple = ()
     while len(state) < m:
-        _, move = value(state)
+        _, move = game.value(state)
         if move is None:
             break
-        pv.append((np.array(vectors[move[0]]), move[1]))
+        pv.append((np.array(game.vectors[move[0]]), move[1]))
         state = tuple(sorted((*state, move)))
     return v, pv
+
+
+class OptimalGridPolicy:
+    """The minimax-optimal deterministic online policy for goods whose values lie on ``grid``
+    (exactly ``m`` goods; with ``totals``, instances with exactly those totals). ``value`` is the
+    ratio it guarantees, which no deterministic online algorithm can beat on that grid."""
+
+    def __init__(self, n, m, grid, notion="prop1", totals=None):
+        self.game = _Game(n, m, grid, notion, totals)
+        self.value, _ = self.game.value(())
+        if not np.isfinite(self.value):
+            raise ValueError("no instance on this grid reaches the given totals in m goods")
+        self.state: tuple = ()
+
+    def __deepcopy__(self, memo):
+        # the solved game (a large memo) is shared; only the position is copied
+        clone = object.__new__(type(self))
+        clone.game, clone.value, clone.state = self.game, self.value, self.state
+        return clone
+
+    def reset(self, info=None) -> None:
+        self.state = ()
+
+    def allocate(self, t: int, values) -> int:
+        key = tuple(float(x) for x in np.asarray(values, dtype=float))
+        if key not in self.game.index:
+            raise ValueError(f"values {key} are not on the policy's grid")
+        if len(self.state) >= self.game.m:
+            raise RuntimeError(f"the policy was solved for m = {self.game.m} goods")
+        k = self.game.index[key]
+        _, a = self.game.reply(self.state, k)
+        self.state = tuple(sorted((*self.state, (k, a))))
+        return int(a)
