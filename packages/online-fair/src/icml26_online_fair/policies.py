@@ -10,7 +10,7 @@ exhaustive search in the tests):
 =====================  ===================  =================================================
 policy                 information          guarantee
 =====================  ===================  =================================================
-GreedyPolicy           none                 none (adversary drives every ratio to 0)
+GreedyPolicy           none                 none (adversary: EF1, MMS -> 0; PROP1 -> n/m)
 RoundRobinPolicy       none                 none
 RandomPolicy           none                 none against an adaptive adversary
 ThresholdGreedy        totals               PROP1 for n = 2; only 1/(n-1)-PROP1 for n >= 3
@@ -251,7 +251,7 @@ class MMSThresholdGreedy:
     falls back to LPT, recorded in ``used_lpt``). With capped normalised values c_i(g) = min(v_i(g), ŝ_i) / ŝ_i, give g to the
     agent with the largest c_i(g) among those with v_i(A_i) < ŝ_i / n (anyone if none).
 
-    Guarantee: v_i(A_i) >= (1/n) (1-ε)/(1+ε) MMS_i for every i (1/(2)-MMS for n = 2 and exact
+    Guarantee: v_i(A_i) >= (1/n) (1-ε)/(1+ε) MMS_i for every i (1/2-MMS for n = 2 and exact
     predictions; with ``mms="lpt"`` multiply by 3/4).
     Proof (ε = 0): capping values at ŝ_i <= MMS_i keeps every bundle of i's MMS partition >= ŝ_i,
     so sum_g c_i(g) >= n. If i ends with v_i(A_i) < ŝ_i/n she was open throughout, so every good
