@@ -29,6 +29,12 @@ import torch.multiprocessing as mp
 
 D_MODEL, HEADS, HEAD_DIM = 128, 4, 32
 KS = (1, 2, 4, 8)
+# MH routers see sub-tokens of norm ~0.02·sqrt(d·d_h) ≈ 1.3 here (W_in ~ N(0, 0.02)); with the
+# paper's 0.02 router init their logits are ~10x smaller than the MoE router's (a narrow
+# model's scale). 1/sqrt(d_h) puts both routers' initial logits at the same scale.
+ROUTER_STD = HEAD_DIM**-0.5
+LR = 1e-3  # AdamW peak; at 3e-3 the MH routers collapse to token-independent logits
+BIAS_RATE = 50 * LR  # aux-free update rate u = 50·max_lr, as in the paper's code
 
 
 def log(msg: str) -> None:
@@ -117,11 +123,27 @@ def build(kind: str, seq_len: int = 256, m: int = 32) -> L.ByteLM:
         ffn = lambda i: L.MoE(D_MODEL, 32, 4, m + 4, num_layers=4, backend="torch")
     elif kind == "latent":
         ffn = lambda i: L.MultiHeadLatentMoE(
-            D_MODEL, HEADS, HEAD_DIM, 32, 4, m, num_layers=4, backend="torch"
+            D_MODEL,
+            HEADS,
+            HEAD_DIM,
+            32,
+            4,
+            m,
+            num_layers=4,
+            router_init_std=ROUTER_STD,
+            backend="torch",
         )
     elif kind == "latent_2x":
         ffn = lambda i: L.MultiHeadLatentMoE(
-            D_MODEL, HEADS, HEAD_DIM, 64, 8, m // 2, num_layers=4, backend="torch"
+            D_MODEL,
+            HEADS,
+            HEAD_DIM,
+            64,
+            8,
+            m // 2,
+            num_layers=4,
+            router_init_std=ROUTER_STD,
+            backend="torch",
         )
     else:
         raise ValueError(kind)
@@ -173,7 +195,7 @@ def main() -> None:
             f"{[r['hp_distinct_splits'] for r in comm[w]]}; EP: {[r['ep_distinct_splits'] for r in comm[w]]}"
         )
 
-    steps, batch = (60, 4) if args.quick else (400, 8)
+    steps, batch = (100, 4) if args.quick else (300, 8)
     steps, batch = args.steps or steps, args.batch or batch
     train, val = L.load_corpus()
     results = {}
@@ -181,7 +203,7 @@ def main() -> None:
         model = build(kind)
         total, active = ffn_params(model)
         res = L.train_byte_lm(
-            model, train, val, steps=steps, batch_size=batch, lr=3e-3, warmup=20, bias_update_rate=1e-2,
+            model, train, val, steps=steps, batch_size=batch, lr=LR, warmup=20, bias_update_rate=BIAS_RATE,
             eval_windows=64, log=lambda s, kind=kind: log(f"[{kind}] {s}"),
         )  # fmt: skip
         results[kind] = res

@@ -41,6 +41,5 @@ def test_hp_and_ep_match_single_process_world_2():
     _spawn(2)
 
 
-@pytest.mark.slow
 def test_hp_and_ep_match_single_process_world_4():
     _spawn(4)

@@ -158,3 +158,14 @@ def test_bad_input_raises():
         L.AuxFreeBalancer(-1.0)
     with pytest.raises(ValueError, match="no MultiHeadLatentMoE"):
         L.AuxFreeBalancer().step(torch.nn.Linear(2, 2))
+
+
+def test_router_init_std_sets_only_the_router_scale():
+    torch.manual_seed(0)
+    a = L.MultiHeadLatentMoE(64, 4, 16, 32, 2, 8, backend="torch")
+    torch.manual_seed(0)
+    b = L.MultiHeadLatentMoE(64, 4, 16, 32, 2, 8, router_init_std=0.25, backend="torch")
+    assert abs(a.router.std().item() - 0.02) < 2e-3
+    assert abs(b.router.std().item() - 0.25) < 2e-2
+    torch.testing.assert_close(b.router, a.router * (0.25 / 0.02))  # same draw, rescaled
+    torch.testing.assert_close(a.w1, b.w1)

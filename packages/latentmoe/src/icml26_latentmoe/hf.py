@@ -2,8 +2,8 @@
 
 A "Llama-style MLP" is any submodule with ``gate_proj``, ``up_proj`` and ``down_proj`` linear
 layers (Llama, Mistral, Qwen2, ...), called as ``mlp(hidden_states)``. No import of
-``transformers`` is needed here: the model is walked as a plain ``nn.Module``. Install the
-``transformers`` extra to build such models.
+``transformers`` is needed here: the model is walked as a plain ``nn.Module`` (install
+``transformers`` yourself to build such models).
 """
 
 from __future__ import annotations

@@ -59,6 +59,9 @@ class MultiHeadLatentMoE(nn.Module):
         expert_size: m, hidden width of each expert MLP.
         block_size: rows per expert block in the permuted buffer (a multiple of 16 for Triton).
         init_std: std of W_in, the routers and W1 (0.02 as in the paper's code).
+        router_init_std: std of the routers if not ``init_std``. With W_in ~ N(0, 0.02) the
+            sub-tokens are small in narrow models and 0.02 gives near-constant logits; a
+            larger value (e.g. 1/sqrt(head_dim)) restores token-dependent routing there.
         num_layers: depth of the model; W_out and W2 use init_std / sqrt(2·num_layers).
         process_group: a ``torch.distributed`` group for Head Parallel, or None (single rank).
         backend: ``"auto" | "triton" | "torch"`` for the kernels.
@@ -78,6 +81,7 @@ class MultiHeadLatentMoE(nn.Module):
         *,
         block_size: int = 16,
         init_std: float = 0.02,
+        router_init_std: float | None = None,
         num_layers: int = 1,
         process_group: dist.ProcessGroup | None = None,
         backend: str = "auto",
@@ -106,7 +110,8 @@ class MultiHeadLatentMoE(nn.Module):
         out_std = init_std / math.sqrt(2 * num_layers)
         own = slice(self.rank * self.local_heads, (self.rank + 1) * self.local_heads)
         self.w_in = nn.Parameter(torch.randn(d_model, H * dh) * init_std)  # (d, H·d_h)
-        self.router = nn.Parameter((torch.randn(H, dh, E) * init_std)[own].clone())  # (H_l, d_h, E)
+        r_std = init_std if router_init_std is None else router_init_std
+        self.router = nn.Parameter((torch.randn(H, dh, E) * r_std)[own].clone())  # (H_l, d_h, E)
         self.w1 = nn.Parameter(
             (torch.randn(H, E, dh, m) * init_std)[own].clone()
         )  # (H_l, E, d_h, m)
