@@ -247,7 +247,10 @@ def _reproduce_one(session: nox.Session, member: Member) -> dict:
 
 @nox.session
 def reproduce(session: nox.Session) -> None:
-    """Every package's benchmarks/reproduce.py --quick; writes REPRODUCTION.md at the root."""
+    """Every package's benchmarks/reproduce.py --quick; writes REPRODUCTION.md at the root.
+
+    `nox -s reproduce -- normbt` reruns one package and keeps the other rows of the table.
+    """
     chosen, _ = _split_posargs(session, PAPERS)
     rows, errors = [], []
     for member in MEMBERS:
@@ -271,8 +274,9 @@ def reproduce(session: nox.Session) -> None:
     sys.path.insert(0, str(ROOT / "tools"))
     from reproduce_table import write_table
 
-    write_table(rows, ROOT / "REPRODUCTION.md")
-    session.log(f"wrote {ROOT / 'REPRODUCTION.md'} ({len(rows)} packages)")
+    # a subset rerun replaces only its own rows; a full run rewrites the table
+    write_table(rows, ROOT / "REPRODUCTION.md", merge=bool(chosen))
+    session.log(f"wrote {ROOT / 'REPRODUCTION.md'} ({len(rows)} packages measured)")
     if errors:
         session.error("reproduce failed for: " + "; ".join(errors))
 

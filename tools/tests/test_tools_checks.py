@@ -53,4 +53,38 @@ def test_reproduce_table_renders_every_column(tmp_path):
         }
     ]
     text = reproduce_table.render(rows)
-    assert "| alpha | x\\|y | 5% | 0.5123 | 0.4 | 1.28 | 3 |" in text
+    assert "| alpha | x\\|y | 5% | 0.5123 | 0.4 | 1.28 | 3 | " in text
+
+
+def _row(name, ours, measured=None):
+    row = {"package": name, "claim": "c|d", "paper": "p", "ours": ours, "baseline": 1.0}
+    row.update(ratio=ours, seconds=1.0)
+    if measured:
+        row["measured (UTC)"] = measured
+    return row
+
+
+def test_reproduce_table_merge_replaces_only_rerun_rows(tmp_path):
+    import reproduce_table
+
+    path = tmp_path / "REPRODUCTION.md"
+    old = [_row("alpha", 0.5, "2020-01-01 00:00"), _row("beta", 0.7, "2020-01-01 00:00")]
+    reproduce_table.write_table(old, path)
+    reproduce_table.write_table([_row("beta", 0.9)], path, merge=True)
+    kept = reproduce_table.parse_rows(path.read_text())
+    assert sorted(kept) == ["alpha", "beta"]
+    # alpha untouched, escaped pipe and original stamp intact; beta re-measured and re-stamped
+    assert kept["alpha"] == "| alpha | c\\|d | p | 0.5 | 1 | 0.5 | 1 | 2020-01-01 00:00 |"
+    assert "| 0.9 |" in kept["beta"] and "2020-01-01" not in kept["beta"]
+    # a full (non-merge) run drops packages it did not measure
+    reproduce_table.write_table([_row("beta", 0.9)], path)
+    assert sorted(reproduce_table.parse_rows(path.read_text())) == ["beta"]
+
+
+def test_reproduce_table_cli_rejects_rows_without_package(tmp_path):
+    import reproduce_table
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"claim": "x"}\n')
+    assert reproduce_table.main([str(rows), "-o", str(tmp_path / "R.md")]) == 2
+    assert not (tmp_path / "R.md").exists()
