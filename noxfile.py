@@ -14,6 +14,7 @@ exactly that member, its extras, its dev group and icml26-kernels, so a sibling 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -26,6 +27,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 from workspace import Member, discover  # noqa: E402
 
 nox.options.default_venv_backend = "uv"
+# the root pyproject declares package-level conflicts (fairpyx's numpy<2 cap); uv marks them preview
+os.environ.setdefault("UV_PREVIEW_FEATURES", "package-conflicts")
 nox.options.sessions = ["tests", "lint", "deps"]
 nox.options.reuse_venv = "yes"
 

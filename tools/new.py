@@ -177,7 +177,31 @@ def create(name: str, paper: str, description: str, kernels: bool, root: Path = 
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    _register_conflicts(Path(root) / "pyproject.toml", f"icml26-{name}")
     return folder
+
+
+FAIRPYX = '{ package = "icml26-online-fair", extra = "fairpyx" }'
+
+
+def _register_conflicts(root_pyproject: Path, dist: str) -> None:
+    """Add ``dist`` to the root's ``[tool.uv] conflicts`` against online-fair[fairpyx].
+
+    fairpyx caps numpy<2; listing every other member there makes uv.lock fork that world off,
+    so a new package resolves (and is tested) against numpy 2. No-op without such a list.
+    """
+    if not root_pyproject.is_file():
+        return
+    lines = root_pyproject.read_text().splitlines(keepends=True)
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith("conflicts = ["))
+        end = next(i for i in range(start, len(lines)) if lines[i].strip() == "]")
+    except StopIteration:
+        return
+    if not any(FAIRPYX in ln for ln in lines[start:end]):
+        return
+    lines.insert(end, f'  [{FAIRPYX}, {{ package = "{dist}" }}],\n')
+    root_pyproject.write_text("".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:

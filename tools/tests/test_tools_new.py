@@ -5,6 +5,11 @@ import new
 import pytest
 import workspace
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 
 def test_new_package_has_the_template_and_is_discovered(fake_repo):
     folder = new.create("gamma-ray", "Gamma paper", "Gamma method", kernels=True, root=fake_repo)
@@ -56,3 +61,14 @@ def test_bad_names_are_refused(fake_repo, bad):
 def test_existing_package_is_refused(fake_repo):
     with pytest.raises(ValueError, match="already exists"):
         new.create("alpha", "P", "D", kernels=False, root=fake_repo)
+
+
+def test_new_package_joins_the_fairpyx_conflict_list(fake_repo):
+    root = fake_repo / "pyproject.toml"
+    root.write_text(
+        f'[tool.uv]\nconflicts = [\n  [{new.FAIRPYX}, {{ package = "icml26-alpha" }}],\n]\n'
+    )
+    new.create("gamma", "Gamma paper", "Gamma", kernels=False, root=fake_repo)
+    pairs = tomllib.loads(root.read_text())["tool"]["uv"]["conflicts"]
+    assert [pair[1]["package"] for pair in pairs] == ["icml26-alpha", "icml26-gamma"]
+    assert all(pair[0] == {"package": "icml26-online-fair", "extra": "fairpyx"} for pair in pairs)

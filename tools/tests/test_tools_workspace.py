@@ -71,3 +71,23 @@ def test_release_tag_names_the_member_and_checks_its_version(fake_repo):
         workspace.release_member("alpha-0.1.0", fake_repo)
     with pytest.raises(workspace.UnknownPackageError):
         workspace.release_member("icml26-gamma/v0.1.0", fake_repo)
+
+
+def test_fairpyx_conflict_covers_every_other_member():
+    """uv.lock forks fairpyx's numpy<2 world off: every member but online-fair must be listed,
+    or a new package silently resolves with (and is tested against) numpy 1.26."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["uv"]
+    fairpyx = {"package": "icml26-online-fair", "extra": "fairpyx"}
+    listed = {
+        other["package"] for pair in config["conflicts"] for other in pair[1:] if pair[0] == fairpyx
+    }
+    others = {m.dist for m in workspace.discover(REPO)} - {"icml26-online-fair"}
+    assert listed == others, (
+        "add to [tool.uv] conflicts in the root pyproject.toml: "
+        f"{sorted(others - listed)}; drop: {sorted(listed - others)}"
+    )
