@@ -202,7 +202,7 @@ def typecheck(session: nox.Session, package: str) -> None:
     rest = _selected(session, package, NAMES)
     member = BY_NAME[package]
     _sync(session, member)
-    session.run("uv", "pip", "install", "--quiet", "mypy>=1.13")
+    session.run("uv", "pip", "install", "--quiet", "mypy==2.4.1")
     session.run("mypy", "--config-file", str(ROOT / "pyproject.toml"), str(member.src), *rest)
 
 
@@ -217,7 +217,7 @@ def deps(session: nox.Session, package: str) -> None:
         return
     member = BY_NAME[package]
     _sync(session, member)
-    session.run("uv", "pip", "install", "--quiet", "deptry>=0.23")
+    session.run("uv", "pip", "install", "--quiet", "deptry==0.25.1")
     session.chdir(member.path)
     session.run("deptry", "src")
 

@@ -70,6 +70,9 @@ class MultiHeadLatentMoE(nn.Module):
     heads, so the same seed gives the same model at any world size.
     """
 
+    router_bias: torch.Tensor  # buffer (H_l, E)
+    expert_load: torch.Tensor  # buffer (H_l, E) long, sub-tokens routed since the last update
+
     def __init__(
         self,
         d_model: int,
@@ -195,8 +198,11 @@ def mh_latent_moe_ref(module: MultiHeadLatentMoE, x: torch.Tensor) -> torch.Tens
             g = torch.softmax(logits[sel], 0)
             ys.append(
                 sum(
-                    g[j] * (F.gelu(z[h] @ module.w1[h, e]) @ module.w2[h, e])
-                    for j, e in enumerate(sel.tolist())
+                    (
+                        g[j] * (F.gelu(z[h] @ module.w1[h, e]) @ module.w2[h, e])
+                        for j, e in enumerate(sel.tolist())
+                    ),
+                    torch.zeros_like(z[h]),
                 )
             )
         out[n] = torch.cat(ys) @ module.w_out

@@ -80,10 +80,11 @@ class ByteLM(nn.Module):
         self.seq_len = seq_len
         self.embed = nn.Embedding(256, d_model)
         self.pos = nn.Parameter(torch.zeros(seq_len, d_model))
-        self.blocks = nn.ModuleList(_Block(d_model, n_heads, make_ffn(i)) for i in range(n_layers))
+        blocks = [_Block(d_model, n_heads, make_ffn(i)) for i in range(n_layers)]
+        self.blocks = nn.ModuleList(blocks)
         self.ln_f = nn.LayerNorm(d_model)
         nn.init.normal_(self.embed.weight, std=0.02)
-        for blk in self.blocks:
+        for blk in blocks:
             nn.init.normal_(blk.qkv.weight, std=0.02)
             nn.init.normal_(blk.proj.weight, std=0.02 / math.sqrt(2 * n_layers))
 
@@ -142,7 +143,7 @@ class TrainResult:
 
 
 def train_byte_lm(
-    model: nn.Module,
+    model: ByteLM,
     train: np.ndarray,
     val: np.ndarray,
     *,
@@ -180,7 +181,11 @@ def train_byte_lm(
     for step in range(steps):
         x, y = _batch(train, batch_size, seq_len, gen)
         loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
-        aux = [m.aux_loss for m in model.modules() if getattr(m, "aux_loss", None) is not None]
+        aux = [
+            a
+            for m in model.modules()
+            if isinstance(a := getattr(m, "aux_loss", None), torch.Tensor)
+        ]
         total = loss + sum(aux) if aux else loss
         opt.zero_grad(set_to_none=True)
         total.backward()

@@ -56,6 +56,9 @@ class MoE(nn.Module):
         backend: ``"auto" | "triton" | "torch"``.
     """
 
+    router_bias: torch.Tensor  # buffer (E,)
+    expert_load: torch.Tensor  # buffer (E,) long, tokens routed since the last bias update
+
     def __init__(
         self,
         d_model: int,
