@@ -174,6 +174,39 @@ def test_plan_and_match_gives_each_agent_her_planned_multiset_with_ties():
         assert of.is_fair(inst.values, alloc, "ef1")  # hence the offline guarantee transfers
 
 
+def _joint(inst):
+    return of.FrequencyPrediction.exact(inst, "joint", rng=0)  # shuffled: matching must find twins
+
+
+_LIFTED = [(of.round_robin, "ef1", 1.0), (of.envy_cycle_elimination, "ef1", 1.0)]
+_LIFTED += [(of.mms_bag_filling, "mms", 0.5)]
+
+
+@pytest.mark.parametrize("offline, notion, alpha", _LIFTED)
+def test_plan_and_match_lifts_the_offline_guarantee_exhaustively(offline, notion, alpha):
+    # every grid instance x every arrival order (grid values: many identical goods)
+    for n, m, grid in [(2, 3, [0, 1, 2]), (3, 3, [0, 1])]:
+        r, _ = of.exhaustive_check(of.PlanAndMatch(offline), n, m, grid, notion, _joint)
+        assert r >= alpha - 1e-9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("offline", [of.round_robin, of.envy_cycle_elimination])
+def test_plan_and_match_is_ef1_on_a_larger_grid(offline):
+    r, _ = of.exhaustive_check(of.PlanAndMatch(offline), 2, 4, [0, 1, 2], "ef1", _joint)
+    assert r == 1.0
+
+
+def test_plan_and_match_noisy_bound_exhaustively():
+    # grid {0, 1, 4} with ε = 0.2: bands of distinct values never overlap, so the lifted EF1 bound
+    # (1-ε)/(1+ε) must hold on every instance x order (noise at the band's ends)
+    eps = 0.2
+    rng = np.random.default_rng(0)
+    noisy = lambda inst: of.FrequencyPrediction.noisy(inst, eps, "joint", rng, mode="extreme")
+    r, _ = of.exhaustive_check(of.PlanAndMatch(of.round_robin), 2, 3, [0, 1, 4], "ef1", noisy)
+    assert r >= (1 - eps) / (1 + eps) - 1e-9
+
+
 @pytest.mark.parametrize("eps", [0.05, 0.2, 0.35])
 def test_plan_and_match_noisy_predictions_keep_the_degraded_bound(eps):
     rng = np.random.default_rng(int(100 * eps))

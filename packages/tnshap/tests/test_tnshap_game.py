@@ -1,5 +1,6 @@
 """MaskedGraphGame, exact enumeration, the GIN, the sampler and fit_surrogate's contract."""
 
+import itertools
 import warnings
 
 import numpy as np
@@ -151,7 +152,7 @@ def test_tnshap_fit_bad_input_and_warning():
         fit_surrogate(GraphTN((n, EDGES), bond_dim=2), game, budget=60, config=FitConfig(epochs=2))
 
 
-def test_tnshap_fit_is_deterministic_and_keeps_extremes():
+def test_tnshap_fit_is_deterministic():
     n = 6
     w = np.random.default_rng(3).normal(size=n)
     game = lambda z: np.tanh(np.asarray(z, float) @ w) + 0.1
@@ -163,6 +164,42 @@ def test_tnshap_fit_is_deterministic_and_keeps_extremes():
         out.append(shapley_values(tn))
     np.testing.assert_array_equal(out[0], out[1])
     assert fit.n_queries == 40 and fit.n_train + fit.n_val == 40
+
+
+def test_tnshap_fit_recipe_extremes_standardization_split_early_stopping():
+    """The recipe: ∅ and N always queried, targets standardized, 1/6 held out, best epoch kept."""
+    n = 6
+    w = np.random.default_rng(4).normal(size=n)
+    queried = []
+
+    def game(z):
+        z = np.asarray(z, float)
+        queried.append(z.copy())
+        return 5.0 + 3.0 * np.tanh(z @ w)
+
+    game.n_players = n
+
+    def size3(n_, m, rng):  # a sampler that never proposes ∅ or N
+        rows = [r for r in itertools.product([0, 1], repeat=n_) if sum(r) == 3]
+        return np.asarray(rows, bool)[rng.permutation(len(rows))[:m]]
+
+    tn = GraphTN((n, EDGES), bond_dim=2, seed=0)
+    cfg = FitConfig(epochs=500, early_stopping=3, seed=1)
+    with pytest.warns(UserWarning, match="under-determined"):  # 20 queries < ~28 parameters
+        fit = fit_surrogate(tn, game, budget=20, sampler=size3, config=cfg)
+    z = np.concatenate(queried)
+    assert len(z) == 20 == fit.n_queries  # the extremes replace sampled rows: budget kept
+    assert {0, n} <= set(z.sum(1).astype(int))  # ∅ and N queried although never sampled
+    assert fit.n_val == round(20 / 6) and fit.n_train + fit.n_val == 20
+    assert 1 <= fit.epochs < cfg.epochs and len(fit.history) == fit.epochs  # stopped early
+    sd = float(tn.scale)
+    np.testing.assert_allclose(fit.val_mse, min(fit.history) * sd**2, rtol=1e-10)  # best kept
+
+    queried.clear()
+    tn = GraphTN((n, EDGES), bond_dim=2, seed=0)
+    fit_surrogate(tn, game, budget=30, config=FitConfig(epochs=2, val_fraction=0.0))
+    y = 5.0 + 3.0 * np.tanh(np.concatenate(queried) @ w)
+    np.testing.assert_allclose([float(tn.shift), float(tn.scale)], [y.mean(), y.std()])
 
 
 def test_tnshap_fit_on_gin_game_tracks_exact_values():
