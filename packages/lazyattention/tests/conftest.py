@@ -61,3 +61,11 @@ def make_llama():
 @pytest.fixture(scope="session")
 def gqa_models():
     return {(h, kv): tiny_llama(heads=h, kv_heads=kv) for h, kv in [(4, 2), (4, 1), (2, 2)]}
+
+
+@pytest.fixture(scope="session")
+def gqa_models_fp32():
+    return {
+        (h, kv): tiny_llama(dtype=torch.float32, heads=h, kv_heads=kv)
+        for h, kv in [(4, 2), (4, 1), (2, 2)]
+    }

@@ -151,6 +151,32 @@ def test_lazyattention_pipeline_non_pow2_block_rejected_by_kernels(make_llama):
         pipe.generate(q, docs, max_new_tokens=1)
 
 
+class ByteTokenizer:
+    """Bytes as token ids (vocab 256 > the model's 64 for non-ASCII, so keep strings ASCII < 64)."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [b % 64 for b in text.encode()]
+
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+def test_lazyattention_string_inputs_and_empty_after_tokenization(llama64):
+    pipe = LazyRAGPipeline(llama64, ByteTokenizer(), block_size=4, n_blocks=32, backend="torch")
+    out = pipe.generate("what?", ["first doc", "second"], max_new_tokens=2)
+    ids = LazyRAGPipeline(llama64, block_size=4, n_blocks=32, backend="torch").generate(
+        ByteTokenizer().encode("what?"),
+        [ByteTokenizer().encode("first doc"), ByteTokenizer().encode("second")],
+        max_new_tokens=2,
+    )
+    assert out.tokens == ids.tokens and out.text == ByteTokenizer().decode(out.tokens)
+    # a string that tokenizes to nothing is refused up front, not deep inside the forward
+    with pytest.raises(ValueError, match="query must contain at least one token"):
+        pipe.generate("", ["first doc"])
+    with pytest.raises(ValueError, match=r"documents\[1\] must contain at least one token"):
+        pipe.generate("what?", ["first doc", ""])
+
+
 def test_lazyattention_sampling_is_seeded(llama64):
     docs, q = random_docs(14, [5, 7], 3)
     pipe = LazyRAGPipeline(llama64, block_size=4, n_blocks=32, backend="torch")

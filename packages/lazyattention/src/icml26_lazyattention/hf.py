@@ -184,9 +184,10 @@ class LazyRAGPipeline:
                 raise TypeError(
                     f"{name} is a string but the pipeline has no tokenizer; pass token ids"
                 )
-            return list(self.tokenizer.encode(x, add_special_tokens=False))
-        ids = [int(t) for t in (x.tolist() if isinstance(x, torch.Tensor) else x)]
-        if not ids:
+            ids = [int(t) for t in self.tokenizer.encode(x, add_special_tokens=False)]
+        else:
+            ids = [int(t) for t in (x.tolist() if isinstance(x, torch.Tensor) else x)]
+        if not ids:  # also a string the tokenizer maps to no tokens
             raise ValueError(f"{name} must contain at least one token")
         vocab = self.model.config.vocab_size
         if min(ids) < 0 or max(ids) >= vocab:
