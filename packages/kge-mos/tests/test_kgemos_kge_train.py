@@ -113,8 +113,8 @@ def test_query_index_groups_and_adds_reciprocals():
         QueryIndex.from_triples(t, 4, 1)
 
 
-def _brute_force_filtered_mrr(logp_fn, test, known, n_entities, n_relations):
-    recip = []
+def _brute_force_filtered_ranks(logp_fn, test, known, n_entities, n_relations):
+    ranks, nlls = [], []
     for s, r, o in test:
         for q, rr, ans in ((s, r, o), (o, r + n_relations, s)):
             scores = logp_fn(q, rr)
@@ -133,8 +133,9 @@ def _brute_force_filtered_mrr(logp_fn, test, known, n_entities, n_relations):
                 for e in range(n_entities)
                 if e not in other_true and e != ans and scores[e] == scores[ans]
             )
-            recip.append(1.0 / (1 + better + tied / 2))
-    return float(np.mean(recip))
+            ranks.append(1 + better + tied / 2)
+            nlls.append(-scores[ans])
+    return np.array(ranks), np.array(nlls)
 
 
 def test_filtered_mrr_equals_brute_force():
@@ -145,13 +146,35 @@ def test_filtered_mrr_equals_brute_force():
     metrics = evaluate(model, test, known)
     with torch.no_grad():
         fn = lambda q, r: model(torch.tensor([q]), torch.tensor([r]))[0].tolist()
-        brute = _brute_force_filtered_mrr(fn, test, known, 8, 2)
-    assert metrics["mrr"] == pytest.approx(brute, abs=1e-12)
+        ranks, nlls = _brute_force_filtered_ranks(fn, test, known, 8, 2)
+    assert metrics["mrr"] == pytest.approx(np.mean(1.0 / ranks), abs=1e-12)
+    for k in (1, 3, 10):
+        assert metrics[f"hits@{k}"] == pytest.approx(np.mean(ranks <= k), abs=1e-12)
+    assert metrics["nll"] == pytest.approx(np.mean(nlls), rel=1e-6)
+    assert 0 < metrics["hits@1"] < metrics["hits@3"] < 1  # the tiny graph is not degenerate
     # ties: every score equal -> realistic rank is the middle of the unfiltered candidates
     ranks = filtered_ranks(
         torch.zeros(1, 5), torch.tensor([2]), torch.tensor([[True, False, False, False, False]])
     )
     assert ranks.item() == 1 + 3 / 2
+
+
+def test_1n_loss_is_label_smoothed_cross_entropy_over_reciprocal_queries():
+    # the first epoch's loss (one full batch, before any step) against torch's own
+    # label-smoothed cross-entropy on the L1-normalised multi-hot rows (PyKEEN's LCWA loss)
+    trip = synthetic_graph(9, 3, n_queries=6, n_relations=2, seed=2)
+    model = _randomise(KGEModel(9, 2, 4, scorer="complex", n_components=2))
+    labels = QueryIndex.from_triples(trip, 9, 2, reciprocal=True)
+    pairs = torch.from_numpy(labels.pairs)
+    y = labels.dense(np.arange(len(labels))).double()
+    with torch.no_grad():
+        logp = model(pairs[:, 0], pairs[:, 1])
+    for eps in (0.0, 0.3):
+        expected = torch.nn.functional.cross_entropy(
+            logp, y / y.sum(-1, keepdim=True), label_smoothing=eps
+        )
+        hist = train_kge(model, trip, epochs=1, batch_size=len(labels), lr=0.0, label_smoothing=eps)
+        assert hist[0] == pytest.approx(float(expected), rel=1e-6)
 
 
 def test_training_fits_a_small_graph():

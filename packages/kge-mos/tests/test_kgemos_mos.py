@@ -28,6 +28,25 @@ def test_reference_matches_probability_space_mixture():
     torch.testing.assert_close(mos_log_probs_ref(log_pi, g, ent), mix.log())
 
 
+def test_log_space_is_stable_where_probability_space_underflows():
+    # float32 logits of order 1e3: mixing probabilities underflows to log(0) = -inf, the
+    # log-space paths stay finite, normalised and equal to a float64 evaluation
+    log_pi, g, ent = _inputs(dtype=torch.float32)
+    g = g * 300
+    naive = torch.log((log_pi.exp().unsqueeze(-1) * torch.softmax(g @ ent.T, -1)).sum(1))
+    assert torch.isinf(naive).any()
+    ref64 = mos_log_probs_ref(log_pi.double(), g.double(), ent.double())
+    for fn in (mos_log_probs_ref, lambda *a: mos_log_probs_sliced(*a, chunk_size=4)):
+        ins = [t.clone().requires_grad_() for t in (log_pi, g, ent)]
+        out = fn(*ins)
+        assert torch.isfinite(out).all()
+        # float32 rounding of logits ~1e3 is ~1e-4 in absolute terms
+        torch.testing.assert_close(torch.logsumexp(out, -1), torch.zeros(5), rtol=0, atol=1e-3)
+        torch.testing.assert_close(out.double(), ref64, rtol=1e-5, atol=1e-3)
+        out[:, 0].sum().backward()
+        assert all(torch.isfinite(t.grad).all() for t in ins)
+
+
 def test_k1_identity_head_is_the_linear_layer():
     torch.manual_seed(0)
     layer = MoSOutput(5, 1, activation="identity").double().set_identity_()

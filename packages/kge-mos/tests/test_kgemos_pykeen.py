@@ -91,6 +91,44 @@ def test_slcwa_and_wrong_loss_are_refused():
     with pytest.raises(ValueError, match="sLCWA"):
         model.score_hrt(torch.tensor([[0, 0, 1]]))
     assert "lcwa" in SLCWA_ERROR
+    # what a user sees when asking PyKEEN's pipeline for negative sampling
+    with pytest.raises(ValueError, match="sLCWA negative sampling"):
+        pipeline(
+            training=tf,
+            testing=tf,
+            model=MoSKGE,
+            model_kwargs=dict(embedding_dim=4, n_components=2),
+            training_loop="slcwa",
+            loss="crossentropy",
+            epochs=1,
+            random_seed=0,
+            device="cpu",
+            training_kwargs=dict(batch_size=16, use_tqdm=False),
+        )
+
+
+def test_lcwa_pipeline_on_a_bundled_pykeen_dataset():
+    # PyKEEN's own Nations dataset (inverse triples), LCWA training and rank-based evaluator
+    result = pipeline(
+        dataset="nations",
+        dataset_kwargs=dict(create_inverse_triples=True),
+        model=MoSKGE,
+        model_kwargs=dict(embedding_dim=8, scorer="distmult", n_components=2),
+        training_loop="lcwa",
+        loss="crossentropy",
+        epochs=2,
+        random_seed=0,
+        device="cpu",
+        training_kwargs=dict(batch_size=512, use_tqdm=False),
+        evaluation_kwargs=dict(use_tqdm=False),
+    )
+    assert result.model.kge.n_entities == 14 and result.model.kge.relation.shape[0] == 2 * 55
+    hr = torch.tensor([[0, 0], [5, 54]])
+    with torch.no_grad():
+        scores = result.model.predict_t(hr)
+    torch.testing.assert_close(torch.logsumexp(scores, -1), torch.zeros(2))
+    mrr = result.metric_results.get_metric("both.realistic.inverse_harmonic_mean_rank")
+    assert 1 / 14 < mrr <= 1.0 and np.isfinite(result.losses).all()
 
 
 def test_bundled_datasets_load():
