@@ -96,7 +96,10 @@ def test_particle_filter_log_likelihood_and_gradient_approach_kalman():
     se = vals.std() / 4
     assert abs(vals.mean() - kf_ll) < 4 * se + 0.2, (vals.mean(), kf_ll)
     g_se = grads.std(axis=0) / 4
-    assert np.all(np.abs(grads.mean(axis=0) - kf_grad) < 4 * g_se + 0.3), (grads.mean(0), kf_grad)
+    # tight enough to catch a biased gradient: the same filter with multinomial resampling (whose
+    # pathwise gradient ignores the weights) misses kf_grad ≈ (-2.22, -7.52) by (0.29, 0.59) here,
+    # against this bound of about (0.44, 0.35); diffusion misses by about (0.12, 0.12)
+    assert np.all(np.abs(grads.mean(axis=0) - kf_grad) < 3 * g_se + 0.1), (grads.mean(0), kf_grad)
     assert np.all(np.isfinite(grads))
 
 

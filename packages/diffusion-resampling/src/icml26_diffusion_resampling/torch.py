@@ -60,7 +60,10 @@ def diffusion_resample_torch(
     w = lw.exp()
     mean = torch.einsum("...n,...nd->...d", w, x).unsqueeze(-2)  # (..., 1, d)
     var = torch.einsum("...n,...nd->...d", w, (x - mean) ** 2).unsqueeze(-2) + jitter
-    point_mass = var <= 0  # zero-variance dimension: output is the point mass μ_d
+    # zero-variance dimension: output is the point mass μ_d. As in the JAX core, a variance
+    # below float resolution of the mean counts as zero (roundoff in Σ w_i X_i of a constant
+    # coordinate leaves ~eps² variance, which would otherwise blow up the 1/s² logits).
+    point_mass = var <= (8.0 * torch.finfo(var.dtype).eps * mean.abs()) ** 2
     var_safe = torch.where(point_mass, torch.ones_like(var), var)
     lam = -a
     c = 0.5 if ode else 1.0
