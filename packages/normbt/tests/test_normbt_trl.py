@@ -144,6 +144,36 @@ def test_train_logs_and_checkpoint_state(tmp_path, char_tokenizer, tiny_llama):
     assert int(tr2.normbt_state.num_updates) == 2
 
 
+def test_trainer_checkpoint_writes_state_and_resume_restores_it(
+    tmp_path, char_tokenizer, tiny_llama
+):
+    """Through Trainer itself (not the hooks called by hand): save, then resume mid-epoch."""
+    ds = _dataset(with_margin=False)  # 8 pairs, 4 per step: 2 steps per epoch
+
+    def trainer(model):
+        args = NormBTConfig(
+            **_common(tmp_path, max_steps=2, save_strategy="steps", save_steps=1),
+            normbt_decay=0.5,
+        )
+        return NormBTRewardTrainer(
+            model=model, args=args, train_dataset=ds, processing_class=char_tokenizer
+        )
+
+    fresh = copy.deepcopy(tiny_llama)
+    tr = trainer(tiny_llama)
+    tr.train()
+    saved = torch.load(tmp_path / "checkpoint-1" / "normbt_state.pt", weights_only=True)
+    assert int(saved["num_updates"]) == 1 and float(saved["mean_distance"]) > 0
+    assert int(tr.normbt_state.num_updates) == 2
+    # resuming from step 1 restores m (1 update) and adds step 2's: a fresh EMA would hold 1
+    tr2 = trainer(fresh)
+    tr2.train(resume_from_checkpoint=str(tmp_path / "checkpoint-1"))
+    assert int(tr2.normbt_state.num_updates) == 2
+    torch.testing.assert_close(
+        tr2.normbt_state.mean_distance, tr.normbt_state.mean_distance, rtol=1e-4, atol=1e-6
+    )
+
+
 def test_config_rejects_bad_options(tmp_path):
     with pytest.raises(ValueError, match="normbt_decay"):
         NormBTConfig(**_common(tmp_path), normbt_decay=1.5)
