@@ -76,9 +76,15 @@ def test_lazyattention_policies_equal_dense_fp64_many(
 def test_lazyattention_policies_equal_dense_fp32_property(
     gqa_models_fp32, lengths, q_len, bs, heads, rope, seed
 ):
-    """The same identities in fp32 (≤1e-5) over random lengths, block sizes, GQA and every RoPE
-    variant; derandomized so a near-tolerance fp32 case cannot make CI flaky."""
-    check_policies_equal_dense(gqa_models_fp32[heads], lengths, q_len, bs, rope, seed, atol=1e-5)
+    """The same identities in fp32 over random lengths, block sizes, GQA and every RoPE variant.
+
+    End-to-end logits (|logit| up to ~6, two layers, lm_head) differ by round-off only: worst
+    1.4e-5 over 40 random cases on torch 2.15 (6.9e-6 on 2.14), so the bound is 5e-5, about
+    10 fp32 ulps of the largest logit; zeroed offsets move logits by >1e-3
+    (``test_lazyattention_offsets_matter``). The per-kernel fp32 ≤1e-5 checks are in
+    ``shared-kernels/tests/attention``. Derandomized so CI draws the same cases every run.
+    """
+    check_policies_equal_dense(gqa_models_fp32[heads], lengths, q_len, bs, rope, seed, atol=5e-5)
 
 
 def test_lazyattention_policies_equal_dense_fp32(make_llama):
