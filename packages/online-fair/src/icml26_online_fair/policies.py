@@ -172,7 +172,8 @@ class ThresholdGreedy(_NormalizedBase):
     Guarantee (exact totals): PROP1 for n = 2, but only 1/(n-1)-PROP1 for n >= 3 (whether
     that is tight is not shown; the worst instance found reaches 0.9). Proof: if agent i ends
     below 1/n, she was unsatisfied throughout, so every good went to an unsatisfied j with
-    u_j(g) >= u_i(g); j's bundle without its last good is < 1/n to j, hence u_i(A_j) < 1/n + x with x = max_{g∉A_i} u_i(g). Summing over j != i,
+    u_j(g) >= u_i(g); j's bundle without its last good is < 1/n to j, hence
+    u_i(A_j) < 1/n + x with x = max_{g∉A_i} u_i(g). Summing over j != i,
     u_i(A_i) + (n-1) x > 1/n, i.e. u_i(A_i) + x > 1/(n(n-1)). For n = 2 this is PROP1; for
     n >= 3 the n-1 "last goods" add up and the adversary search finds PROP1 violations.
     """
