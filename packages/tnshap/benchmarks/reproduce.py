@@ -192,6 +192,13 @@ def methods_first_order(game: MaskedGraphGame, budget: int, seed: int, chi: int)
 
 
 # ----------------------------------------------------------------------------- main
+def choose_molecules(data: list, n_mol: int) -> list:
+    """``n_mol`` molecules of 8-14 atoms (exact Shapley values stay cheap), a fixed draw."""
+    rng = np.random.default_rng(0)
+    pool = [d for d in data if 8 <= d[1].shape[0] <= 14]
+    return [pool[i] for i in rng.choice(len(pool), size=min(n_mol, len(pool)), replace=False)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="few molecules, short GIN training")
@@ -206,9 +213,7 @@ def main() -> None:
     data = freesolv()
     log(f"FreeSolv: {len(data)} single-fragment molecules")
     model = train_gin(data, epochs=15 if args.quick else 60).double()
-    rng = np.random.default_rng(0)
-    pool = [d for d in data if 8 <= d[1].shape[0] <= 14]
-    chosen = [pool[i] for i in rng.choice(len(pool), size=min(n_mol, len(pool)), replace=False)]
+    chosen = choose_molecules(data, n_mol)
 
     rows: dict[tuple[str, int], list] = {}
     for mi, (smi, x, ei, _) in enumerate(chosen):

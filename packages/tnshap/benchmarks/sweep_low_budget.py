@@ -31,9 +31,7 @@ def main() -> None:
     torch.set_num_threads(2)
     data = R.freesolv()
     model = R.train_gin(data, epochs=15).double()
-    rng = np.random.default_rng(0)  # the same draw as reproduce.py --quick
-    pool = [d for d in data if 8 <= d[1].shape[0] <= 14]
-    chosen = [pool[i] for i in rng.choice(len(pool), size=5, replace=False)]
+    chosen = R.choose_molecules(data, 5)  # the molecules of reproduce.py --quick
     games = []
     for _, x, ei, _ in chosen:
         game = MaskedGraphGame(model, x.double(), ei, baseline=0.0, batch_size=512)
