@@ -11,12 +11,13 @@ pinning ``__all__``, and a ``benchmarks/reproduce.py`` that fails loudly until w
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workspace import ROOT
+from workspace import REPO_URL, ROOT
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -24,12 +25,26 @@ PYPROJECT = """\
 [project]
 name = "icml26-{name}"
 version = "0.1.0"
-description = "{description}"
+description = {description_toml}
 readme = "README.md"
 license = "Apache-2.0"
 requires-python = ">=3.10"
 authors = [{{ name = "icml26 developers" }}]
+classifiers = [
+  "Programming Language :: Python :: 3",
+  "Programming Language :: Python :: 3 :: Only",
+  "License :: OSI Approved :: Apache Software License",
+  "Intended Audience :: Science/Research",
+  "Topic :: Scientific/Engineering :: Artificial Intelligence",
+]
+# declare exactly what src/ imports (deptry checks it in `nox -s deps`)
 dependencies = [{deps}]
+
+[project.urls]
+Homepage = "{repo_url}/tree/main/packages/{name}"
+Source = "{repo_url}/tree/main/packages/{name}"
+Issues = "{repo_url}/issues"
+Changelog = "{repo_url}/blob/main/packages/{name}/CHANGELOG.md"
 
 [project.optional-dependencies]
 
@@ -37,7 +52,7 @@ dependencies = [{deps}]
 dev = ["pytest>=8"]
 {sources}
 [tool.icml26]
-paper = "{paper}"
+paper = {paper_toml}
 status = "planned"
 
 [build-system]
@@ -99,8 +114,8 @@ import {module}
 """
 
 INIT = '''\
-"""icml26-{name}: {description}"""
-
+"""icml26-{name}: {description_doc}"""
+{kernels_import}
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]
@@ -145,19 +160,32 @@ def create(name: str, paper: str, description: str, kernels: bool, root: Path = 
     folder = Path(root) / "packages" / name
     if folder.exists():
         raise ValueError(f"{folder} already exists")
-    if '"' in paper or '"' in description:
-        raise ValueError("paper and description must not contain double quotes")
+    for arg, value in (("paper", paper), ("description", description)):
+        if "\n" in value or "\r" in value:
+            raise ValueError(f"{arg} must be one line; got {value!r}")
     module = "icml26_" + name.replace("-", "_")
-    deps = ['"numpy>=1.24"']
+    # the skeleton imports nothing but icml26_kernels (with --kernels): declare only that, or
+    # deptry fails the new package's `deps` session (DEP002, declared but unused)
+    deps: list[str] = []
     sources = ""
+    kernels_import = ""
     if kernels:
         deps.append('"icml26-kernels>=0.1,<0.2"')
         sources = "\n[tool.uv.sources]\nicml26-kernels = { workspace = true }\n"
+        kernels_import = (
+            "\n# the method's kernels come from icml26-kernels (dispatch: select_backend)\n"
+            "from icml26_kernels import select_backend as _select_backend  # noqa: F401\n"
+        )
     fmt = {
         "name": name,
         "module": module,
         "paper": paper,
+        "paper_toml": toml_str(paper),
         "description": description,
+        "description_toml": toml_str(description),
+        "description_doc": description.replace("\\", "\\\\").replace('"', '\\"'),
+        "kernels_import": kernels_import,
+        "repo_url": REPO_URL,
         "deps": ", ".join(deps),
         "sources": sources,
     }
@@ -179,6 +207,11 @@ def create(name: str, paper: str, description: str, kernels: bool, root: Path = 
         path.write_text(text)
     _register_conflicts(Path(root) / "pyproject.toml", f"icml26-{name}")
     return folder
+
+
+def toml_str(value: str) -> str:
+    """A TOML basic string: backslashes and double quotes escaped (JSON's escaping is valid TOML)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 FAIRPYX = '{ package = "icml26-online-fair", extra = "fairpyx" }'

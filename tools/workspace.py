@@ -22,6 +22,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
+# The repository every member's [project.urls] points to (metadata only; nothing fetches it)
+REPO_URL = "https://github.com/icml26/icml26"
 KERNELS_DIR = "shared-kernels"
 KERNELS_NAME = "kernels"
 DIST_PREFIX = "icml26-"
