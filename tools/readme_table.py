@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["tomli>=2; python_version < '3.11'"]
+# ///
 """Regenerate the package table in README.md from the members' metadata.
 
     python tools/readme_table.py --write   # rewrite the table between the markers

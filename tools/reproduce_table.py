@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["tomli>=2; python_version < '3.11'"]
+# ///
 """Write REPRODUCTION.md from the JSON lines that each package's reproduce.py printed.
 
 Used by ``nox -s reproduce``; also ``python tools/reproduce_table.py rows.jsonl [-o FILE] [--merge]``.

@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["tomli>=2; python_version < '3.11'"]
+# ///
 """Copy one package's method into another codebase, with the shared kernels it uses.
 
     uv run tools/vendor.py NAME --into DIR [--package-name P] [--modules loss,diagnostics] [--force]
@@ -337,10 +341,17 @@ def vendor(
                     out.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, out)
         reqs = sorted(plan.third_party)
+        # Apache-2.0 §4(a): a redistributed copy carries the license text
+        license_file = next(
+            (f for f in (member.path / "LICENSE", Path(root) / "LICENSE") if f.is_file()), None
+        )
+        if license_file is None:
+            raise VendorError(f"no LICENSE in {member.path} or {root}: cannot vendor without it")
+        shutil.copy2(license_file, staging / "LICENSE")
         (staging / "VENDORED.md").write_text(
             f"# Vendored: {member.dist} {member.version}\n\n"
             f"Copied by `tools/vendor.py` from the icml26 monorepo at commit {commit}.\n"
-            f"License: Apache-2.0 (keep this notice). Paper: {member.paper or member.description}\n\n"
+            f"License: Apache-2.0, text in LICENSE beside this file (keep both). Paper: {member.paper or member.description}\n\n"
             f"Third-party modules imported by this copy: {', '.join(reqs) or 'none'}.\n"
             f"The package declares: {', '.join(member.dependencies) or 'nothing'}.\n"
         )
@@ -360,7 +371,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--package-name", help="name of the copied package (default: its import name)"
     )
-    parser.add_argument("--modules", help="comma-separated modules to copy (default: all)")
+    parser.add_argument(
+        "--modules",
+        help="comma-separated modules to copy, plus what they import inside the package "
+        "(default: all of them, integrations included: e.g. normbt's evaluate.py needs numpy)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing copy")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -371,7 +386,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"vendored {args.name} into {out}")
+    print(f"the copy imports: {third_party_line(out)} (details: {out / 'VENDORED.md'})")
+    if mods is None:
+        print("copy fewer modules (and their imports) with --modules, e.g. --modules loss")
     return 0
+
+
+def third_party_line(target: Path) -> str:
+    """The 'Third-party modules imported by this copy' line of a vendored copy's VENDORED.md."""
+    for line in (target / "VENDORED.md").read_text().splitlines():
+        if line.startswith("Third-party modules imported by this copy:"):
+            return line.split(":", 1)[1].strip().rstrip(".")
+    return "unknown"
 
 
 if __name__ == "__main__":

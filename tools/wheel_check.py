@@ -1,21 +1,49 @@
-"""Check built distributions: a sibling requirement is a version range, never a path or URL.
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["pkginfo>=1.10", "packaging>=24", "tomli>=2; python_version < '3.11'"]
+# ///
+"""Check built distributions' metadata before they are published.
 
-    python tools/wheel_check.py dist/normbt/*.whl dist/normbt/*.tar.gz
+    uv run tools/wheel_check.py dist/normbt/*.whl dist/normbt/*.tar.gz
 
-The workspace maps ``icml26-kernels`` to its folder through ``[tool.uv.sources]``; that mapping
-must not leak into the published metadata (a ``file://`` requirement cannot be installed from
-PyPI). Every ``icml26-*`` requirement must carry a specifier like ``>=0.1,<0.2``.
+Each distribution must have:
+
+- sibling (``icml26-*``) requirements as version ranges (``>=0.1,<0.2``), never a path or URL:
+  the workspace maps ``icml26-kernels`` to its folder through ``[tool.uv.sources]`` and that
+  mapping must not leak into the published metadata (a ``file://`` requirement cannot be
+  installed from PyPI);
+- license metadata, ``Requires-Python``, at least one ``Project-URL`` and the classifiers
+  ``Programming Language :: Python :: 3`` (the license is the PEP 639 expression, no classifier);
+- a README (long description) whose links work on PyPI: no relative link such as
+  ``../../shared-kernels/README.md`` or ``benchmarks/reproduce.py`` (PyPI renders the README
+  without the repository around it; use an absolute URL).
 """
 
 from __future__ import annotations
 
+import argparse
+import re
 import sys
 
-import pkginfo
-from packaging.requirements import Requirement
+# markdown links and images: [text](target) / ![alt](target); reference definitions [x]: target
+LINK_RE = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REF_RE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.MULTILINE)
+ABSOLUTE = ("http://", "https://", "mailto:", "#")
+
+
+def relative_links(markdown: str) -> list[str]:
+    """Link targets in ``markdown`` that are relative (break once rendered on PyPI)."""
+    # code blocks are not links
+    text = re.sub(r"```.*?```", "", markdown, flags=re.DOTALL)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    targets = LINK_RE.findall(text) + REF_RE.findall(text)
+    return [t for t in targets if not t.startswith(ABSOLUTE)]
 
 
 def problems(path: str) -> list[str]:
+    import pkginfo
+    from packaging.requirements import Requirement
+
     meta = pkginfo.get_metadata(path)
     if meta is None or not meta.name:
         return [f"{path}: no readable metadata"]
@@ -28,20 +56,39 @@ def problems(path: str) -> list[str]:
             out.append(f"{path}: sibling requirement {raw!r} has no version range")
     if not getattr(meta, "license_expression", None) and not meta.license:
         out.append(f"{path}: no license metadata")
+    if not meta.requires_python:
+        out.append(f"{path}: no Requires-Python")
+    if not getattr(meta, "project_urls", None):
+        out.append(f"{path}: no Project-URL (Homepage/Source/Issues in [project.urls])")
+    classifiers = list(meta.classifiers or [])
+    if "Programming Language :: Python :: 3" not in classifiers:
+        out.append(f"{path}: classifier 'Programming Language :: Python :: 3' missing")
+    for link in relative_links(meta.description or ""):
+        out.append(f"{path}: README link {link!r} is relative; it breaks on PyPI (use a URL)")
     return out
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: tools/wheel_check.py DIST_FILE [DIST_FILE ...]", file=sys.stderr)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tools/wheel_check.py", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("dists", nargs="+", metavar="DIST_FILE", help="wheels and sdists")
+    args = parser.parse_args(argv)
+    try:
+        found = [p for a in args.dists for p in problems(a)]
+    except ModuleNotFoundError as exc:
+        print(
+            f"error: {exc.name} is missing: run `uv run tools/wheel_check.py ...` "
+            "(its PEP 723 header installs pkginfo and packaging)",
+            file=sys.stderr,
+        )
         return 2
-    found = [p for a in argv for p in problems(a)]
     for p in found:
         print(f"error: {p}", file=sys.stderr)
     if not found:
-        print(f"ok: {len(argv)} distribution(s): sibling requirements are ranges, no paths")
+        print(f"ok: {len(args.dists)} distribution(s): metadata complete, links absolute")
     return 1 if found else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["tomli>=2; python_version < '3.11'"]
+# ///
 """Discover the workspace members and read their metadata from ``pyproject.toml``.
 
 Used by ``noxfile.py``, the CI matrix (``tools/changed.py``), the README table and vendoring,
@@ -107,7 +111,17 @@ def discover(root: Path = ROOT) -> list[Member]:
     folders = []
     if (root / KERNELS_DIR / "pyproject.toml").is_file():
         folders.append(root / KERNELS_DIR)
-    folders += sorted(p.parent for p in (root / "packages").glob("*/pyproject.toml"))
+    packages = root / "packages"
+    for folder in sorted(packages.iterdir()) if packages.is_dir() else []:
+        if not folder.is_dir() or folder.name.startswith((".", "_")):
+            continue
+        if not (folder / "pyproject.toml").is_file():
+            # a package folder nobody builds or tests would leave CI green without testing it
+            raise ValueError(
+                f"{folder}: a folder under packages/ must hold a pyproject.toml "
+                "(create packages with tools/new.py; remove stray folders)"
+            )
+        folders.append(folder)
     return [read_member(f) for f in folders]
 
 
@@ -132,7 +146,31 @@ def release_member(tag: str, root: Path = ROOT) -> Member:
             f"tag {tag!r} says version {version} but {member.dist} is at {member.version} "
             f"({member.path / 'pyproject.toml'}); bump the version or fix the tag"
         )
+    if not changelog_entry(member, version):
+        raise ValueError(
+            f"{member.path / 'CHANGELOG.md'} has no '## {version}' entry; "
+            "write the release notes before tagging"
+        )
     return member
+
+
+def changelog_entry(member: Member, version: str) -> str:
+    """The text of ``## <version>`` in the member's CHANGELOG.md ('' when there is none)."""
+    path = member.path / "CHANGELOG.md"
+    if not path.is_file():
+        return ""
+    lines = path.read_text().splitlines()
+    start = None
+    for i, line in enumerate(lines):
+        if line.startswith("## "):
+            head = line[3:].strip()
+            if start is not None:
+                return "\n".join(lines[start:i]).strip() or f"Release {version}."
+            if head == version or head.startswith((version + " ", version + "\t")):
+                start = i + 1
+    if start is None:
+        return ""
+    return "\n".join(lines[start:]).strip() or f"Release {version}."
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         "release-tag", help="check a release tag; print the distribution to build"
     )
     p_tag.add_argument("tag", help="icml26-<name>/v<version>")
+    p_notes = sub.add_parser("release-notes", help="print a tag's CHANGELOG section")
+    p_notes.add_argument("tag", help="icml26-<name>/v<version>")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "list":
@@ -153,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(m.to_json()) if args.json else f"{m.name}\t{m.dist}\t{m.version}")
         elif args.cmd == "release-tag":
             print(release_member(args.tag).dist)
+        elif args.cmd == "release-notes":
+            member = release_member(args.tag)
+            print(changelog_entry(member, member.version))
         else:
             print(json.dumps(get(args.name).to_json(), indent=2))
     except (UnknownPackageError, ValueError) as exc:
