@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--all", action="store_true", help="every member (scheduled or manual runs)")
     parser.add_argument("--head", default="HEAD", help="git ref of the change (default HEAD)")
     args = parser.parse_args(argv)
-    names = [m.name for m in discover()]
     try:
+        names = [m.name for m in discover()]
         if args.all:
             chosen = names
         elif args.stdin:

@@ -56,7 +56,7 @@ _originals: dict[str, Any] = {}
 
 def install() -> None:
     """Patch socket so that non-loopback connects and lookups raise."""
-    if _originals:
+    if _originals.get("installed"):
         return
     sock = socket.socket
     _originals.update(
@@ -64,7 +64,6 @@ def install() -> None:
         connect_ex=sock.connect_ex,
         sendto=sock.sendto,
         getaddrinfo=socket.getaddrinfo,
-        create_connection=socket.create_connection,
     )
 
     def connect(self, address):
@@ -88,10 +87,11 @@ def install() -> None:
     sock.connect_ex = connect_ex  # type: ignore[method-assign]
     sock.sendto = sendto  # type: ignore[assignment]
     socket.getaddrinfo = getaddrinfo
+    _originals["installed"] = True
 
 
 def uninstall() -> None:
-    if not _originals:
+    if not _originals.get("installed"):
         return
     socket.socket.connect = _originals["connect"]  # type: ignore[method-assign]
     socket.socket.connect_ex = _originals["connect_ex"]  # type: ignore[method-assign]
