@@ -286,6 +286,7 @@ def plan(root: Path, members: list[workspace.Member], suites: bool = False) -> l
                     args=["-m", "pytest", "tests", "-m", "not slow and not gpu", *_PYTEST_ARGS],
                     cwd=m.path,
                     requires=member_requirements(m, members, extras=_test_extras(m)),
+                    skip=None if (m.path / "tests").is_dir() else "no tests folder",
                 )
             )
     return items
@@ -303,7 +304,10 @@ def _uses_kernels(m: workspace.Member, members: list[workspace.Member]) -> bool:
 
 # pytest's own options for every pytest item: ini addopts dropped (they select 'not gpu' and may
 # name plugins the GPU machine lacks), no cache folder written into the tree
-_PYTEST_ARGS = ["-p", "no:cacheprovider", "-o", "addopts=", "-ra", "-q", "--strict-markers"]
+# (-v: one line per test, read back when a timeout kills pytest before it writes its junit file)
+_PYTEST_ARGS = ["-p", "no:cacheprovider", "-o", "addopts=", "-ra", "-v", "--strict-markers"]
+_VERBOSE_LINE = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", re.M)
+_VERBOSE_STATUS = {"PASSED": "passed", "XFAIL": "passed", "XPASS": "passed", "SKIPPED": "skipped"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,6 +532,19 @@ def _junit(path: Path) -> list[dict]:
     return tests
 
 
+def _verbose(text: str) -> list[dict]:
+    """Per-test results from ``pytest -v`` output (what ran before a timeout)."""
+    return [
+        {
+            "test": m[0],
+            "status": _VERBOSE_STATUS.get(m[1], "failed"),
+            "seconds": None,
+            "message": None,
+        }
+        for m in _VERBOSE_LINE.findall(text)
+    ]
+
+
 def _last_json(text: str) -> dict | None:
     for line in reversed(text.strip().splitlines()):
         line = line.strip()
@@ -575,19 +592,24 @@ def run_item(item: Item, python: str, env: dict, timeout: float, scratch: Path) 
         shlex.join(cmd) if item.id != "triton-api" else f"{python} -c <triton API check>"
     )
     start = time.perf_counter()
-    rc, out, err = _run(cmd, item.cwd, env, timeout, item.stdin)
+    try:
+        rc, out, err = _run(cmd, item.cwd, env, timeout, item.stdin)
+    except OSError as exc:
+        rc, out, err = -1, "", f"cannot run {python}: {exc}"
     row["seconds"] = round(time.perf_counter() - start, 2)
     row["returncode"] = rc
     text = out + ("\n" if out and err else "") + err
     row["log_tail"] = text[-TAIL_CHARS:]
     row["_log"] = text
     if item.kind in ("pytest", "suite"):
-        tests = _junit(scratch / f"{slug}.xml")
+        tests = _junit(scratch / f"{slug}.xml") if rc is not None else _verbose(out)
         row["tests"] = tests
         counts = {s: sum(t["status"] == s for t in tests) for s in ("passed", "failed", "skipped")}
         row["counts"] = counts
         if rc is None:
-            row["status"], row["reason"] = "failed", f"timed out after {timeout:.0f} s"
+            done = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no test finished"
+            row["status"] = "failed"
+            row["reason"] = f"timed out after {timeout:.0f} s ({done} before that)"
         elif rc == 5:
             row["status"], row["reason"] = "skipped", "pytest collected no test"
         elif rc != 0 or counts["failed"]:
@@ -712,6 +734,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out DIR is required (or --list)")
     t0 = time.monotonic()
     root = args.root.resolve()
+    if os.sep in args.python:  # items run in member folders: a relative path would break
+        args.python = os.path.abspath(args.python)  # (not resolve(): a venv's python is a link)
     try:
         members = workspace.discover(root)
     except ValueError as exc:
