@@ -56,7 +56,10 @@ from pathlib import Path
 TOOLS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TOOLS))
 
-import workspace  # noqa: E402  (tools/ sibling; stdlib only)
+try:
+    import workspace  # tools/ sibling; stdlib only from Python 3.11 on
+except ModuleNotFoundError as _exc:  # pragma: no cover - Python 3.10 without tomli
+    sys.exit(f"gpu_check: {_exc}; run it with Python >= 3.11 (tomllib) or install tomli")
 
 SCHEMA = 1
 REPORT = "gpu_check.json"
@@ -96,7 +99,7 @@ class Item:
 
     @property
     def timeout(self) -> float:
-        return TIMEOUTS["suite" if self.kind == "suite" else self.kind]
+        return TIMEOUTS[self.kind]
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,13 +136,13 @@ def member_requirements(
 
     def add(reqs: list[str]) -> None:
         for req in reqs:
-            name, extras = _req_name(req)
+            name, wanted = _req_name(req)
             inner = by_dist.get(_norm(name))
             if inner is None:
                 if req not in out:
                     out.append(req)
                 continue
-            for extra in ["", *extras]:
+            for extra in ["", *wanted]:
                 if (inner.name, extra) in seen:
                     continue
                 seen.add((inner.name, extra))
@@ -369,6 +372,8 @@ def check(reqs, mods):
     for req in reqs:
         name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req).group(1)
         spec = None
+        if Requirement is None and ";" in req:
+            continue  # a marker that cannot be evaluated without packaging: not checked
         if Requirement is not None:
             r = Requirement(req)
             if r.marker is not None and not r.marker.evaluate({"extra": ""}):
