@@ -10,7 +10,10 @@ Peers (same run, same inputs, forward + backward of the mean NLL of one answer p
 Memory is the bytes autograd saves for backward (``saved_tensors_hooks``; tensors counted once
 by storage), which is what grows with B·K·|E|; speed is a ratio against ``reference``
 measured in the same run (CPU here, no absolute GPU times). Prints one JSON line.
+``--device cuda`` runs the same measurement on a GPU (tools/gpu_check.py does).
 """
+
+# gpu-check: --device cuda  # the full-size run (B=256, K=8, d=64, |E|=100k) on the GPU
 
 from __future__ import annotations
 
@@ -26,6 +29,11 @@ from icml26_kge_mos import mos_log_probs_ref, mos_log_probs_sliced
 def naive(log_pi, g, ent):
     probs = torch.softmax(g @ ent.T, -1)  # (B, K, N)
     return torch.log((log_pi.exp().unsqueeze(-1) * probs).sum(1) + 1e-8)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def measure(fn, inputs, target, repeats):
@@ -44,9 +52,11 @@ def measure(fn, inputs, target, repeats):
     times = []
     for _ in range(repeats):
         leaves = [x.detach().clone().requires_grad_() for x in inputs]
+        _sync(target.device)
         t0 = time.perf_counter()
         loss = -fn(*leaves).gather(1, target[:, None]).mean()
         loss.backward()
+        _sync(target.device)
         times.append(time.perf_counter() - t0)
     return mem, sorted(times)[len(times) // 2]
 
@@ -54,7 +64,11 @@ def measure(fn, inputs, target, repeats):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     a = p.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: no CUDA device is available")
     torch.set_num_threads(2)
     b, k, d, n = (128, 4, 32, 20_000) if a.quick else (256, 8, 64, 100_000)
     chunk = 2048
@@ -63,6 +77,7 @@ def main() -> None:
     g = torch.tanh(torch.randn(b, k, d, generator=gen))
     ent = torch.randn(n, d, generator=gen)
     target = torch.randint(0, n, (b,), generator=gen)
+    log_pi, g, ent, target = (t.to(dev) for t in (log_pi, g, ent, target))
     reps = 3 if a.quick else 5
     res = {
         "naive": measure(naive, (log_pi, g, ent), target, reps),
@@ -80,6 +95,7 @@ def main() -> None:
         json.dumps(
             {
                 "package": "kge-mos",
+                "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
                 "bench": f"MoS output B={b} K={k} d={d} |E|={n}, chunk {chunk}: saved-for-backward memory and fwd+bwd time",
                 "sliced_mem_mib": round(res["sliced"][0] / 2**20, 2),
                 "reference_mem_mib": round(res["reference"][0] / 2**20, 2),

@@ -9,6 +9,8 @@ user writes by default) and ``grouped_mlp_ref`` (a per-expert loop of cuBLAS GEM
 Prints one JSON line on stdout; the table on stderr.
 """
 
+# gpu-check:  # tools/gpu_check.py runs this as is: on CUDA it times the real shapes above
+
 from __future__ import annotations
 
 import json

@@ -12,6 +12,8 @@ heads (H=32, H_kv=8, D=128), bf16, 16-token blocks.
 Ratios are measured in the same run. Without CUDA it prints that it was skipped.
 """
 
+# gpu-check:  # tools/gpu_check.py runs this as is: on CUDA it times the real shapes above
+
 from __future__ import annotations
 
 import json

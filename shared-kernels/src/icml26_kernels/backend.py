@@ -39,9 +39,14 @@ __all__ = [
     "BackendChoice",
     "available_backends",
     "interpreter_enabled",
+    "missing_torch",
     "select_backend",
+    "torch_installed",
     "triton_installed",
 ]
+
+TORCH_EXTRA = 'pip install "icml26-kernels[torch]"'
+TRITON_EXTRA = 'pip install "icml26-kernels[triton]"'
 
 
 @dataclass(frozen=True)
@@ -56,10 +61,37 @@ class BackendChoice:
         return self.backend != "torch"
 
 
+def _found(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent that fails, or a module with no spec
+        return False
+
+
 @functools.cache
 def triton_installed() -> bool:
     """True when the ``triton`` package can be imported (checked without importing it)."""
-    return importlib.util.find_spec("triton") is not None
+    return _found("triton")
+
+
+@functools.cache
+def torch_installed() -> bool:
+    """True when ``torch`` can be imported (checked without importing it)."""
+    return _found("torch")
+
+
+def missing_torch(module: str, cause: BaseException | None = None) -> ModuleNotFoundError:
+    """The error raised when ``module`` is imported without torch: it names the extra to install.
+
+    :mod:`icml26_kernels.attention` and :mod:`icml26_kernels.moe` import torch first and raise
+    this instead of a bare ``No module named 'torch'``.
+    """
+    why = f" ({cause})" if cause is not None else ""
+    return ModuleNotFoundError(
+        f"{module} needs PyTorch, which is not installed{why}: {TORCH_EXTRA} "
+        f"(or {TRITON_EXTRA} for the GPU kernels as well)",
+        name="torch",
+    )
 
 
 def interpreter_enabled() -> bool:
@@ -104,13 +136,24 @@ def select_backend(device: Any = None, *, prefer: str | None = None) -> BackendC
     kind = _device_type(device)
     if requested == "torch":
         return BackendChoice("torch", f"torch reference requested ({ENV_VAR} or prefer='torch')")
+    if not torch_installed():
+        missing = "torch and triton are" if not triton_installed() else "torch is"
+        if requested == "triton":
+            raise RuntimeError(
+                f"a Triton kernel was requested but {missing} not installed; {TRITON_EXTRA}"
+            )
+        return BackendChoice(
+            "torch",
+            f"{missing} not installed, so neither a kernel nor the torch reference can run; "
+            f"{TORCH_EXTRA} (or {TRITON_EXTRA} for the GPU kernels)",
+        )
     if not triton_installed():
         if requested == "triton":
             raise RuntimeError(
                 "a Triton kernel was requested but triton is not installed; "
-                "install icml26-kernels[triton] or request prefer='torch'"
+                f"{TRITON_EXTRA} or request prefer='torch'"
             )
-        return BackendChoice("torch", "triton is not installed")
+        return BackendChoice("torch", f"triton is not installed ({TRITON_EXTRA} for the kernels)")
     if interpreter_enabled():
         return BackendChoice(
             "triton_interpret", "TRITON_INTERPRET=1: Triton kernel on the CPU interpreter"

@@ -10,6 +10,14 @@
 Needs the ``torch`` extra (``triton`` for the kernels); dispatch via :mod:`icml26_kernels.backend`.
 """
 
+try:  # first, so that a missing torch is reported with the extra to install
+    import torch  # noqa: F401
+except ImportError as _exc:
+    from ..backend import missing_torch
+
+    raise missing_torch("icml26_kernels.attention", _exc) from _exc
+
+
 from .block_table import (
     BLOCK_INDEX_MAX,
     OFFSET_MAX,

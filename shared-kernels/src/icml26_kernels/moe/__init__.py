@@ -10,6 +10,14 @@ Typical MoE layer, N tokens of width D, E experts, top-k::
     y = unpermute(grouped_mlp(permute(x, perm), w1, w2, perm), perm, gates)   # (N, D)
 """
 
+try:  # first, so that a missing torch is reported with the extra to install
+    import torch  # noqa: F401
+except ImportError as _exc:
+    from ..backend import missing_torch
+
+    raise missing_torch("icml26_kernels.moe", _exc) from _exc
+
+
 from .balancing import (
     aux_free_bias_update,
     expert_load,
