@@ -20,6 +20,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 import nox
 
 ROOT = Path(__file__).resolve().parent
@@ -79,7 +84,12 @@ def _selected(session: nox.Session, name: str, valid: list[str]) -> list[str]:
     return rest
 
 
-def _sync(session: nox.Session, member: Member, env_dir: str | None = None) -> None:
+def _sync(
+    session: nox.Session,
+    member: Member,
+    env_dir: str | None = None,
+    without: tuple[str, ...] = (),
+) -> None:
     """Sync exactly one member (plus extras, dev group, icml26-kernels) from the lock."""
     session.run_install(
         "uv",
@@ -87,9 +97,30 @@ def _sync(session: nox.Session, member: Member, env_dir: str | None = None) -> N
         "--package",
         member.dist,
         "--all-extras",
+        *[a for extra in without for a in ("--no-extra", extra)],
         "--exact",
         "--locked",
         env={"UV_PROJECT_ENVIRONMENT": env_dir or session.virtualenv.location},
+    )
+
+
+def conflicting_extras(member: Member, root: Path = ROOT) -> tuple[str, ...]:
+    """The member's extras that the root ``[tool.uv] conflicts`` fork off (fairpyx: numpy<2).
+
+    With every extra, such a member is tested in the forked world only (numpy 1.26), while a
+    bare ``pip install`` gets numpy 2: ``tests`` runs it a second time without those extras.
+    """
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    pairs = data.get("tool", {}).get("uv", {}).get("conflicts", [])
+    return tuple(
+        sorted(
+            {
+                item["extra"]
+                for pair in pairs
+                for item in pair
+                if item.get("package") == member.dist and "extra" in item
+            }
+        )
     )
 
 
@@ -119,6 +150,11 @@ def tests(session: nox.Session, package: str) -> None:
     _sync(session, member)
     session.chdir(member.path)
     session.run("python", "-m", "pytest", "tests", *NO_NETWORK, *rest, env=_plugin_env())
+    forked = conflicting_extras(member)
+    if forked:  # again in the world a bare install gets (e.g. numpy 2 without fairpyx)
+        session.log(f"{member.name}: again without the forked extras {', '.join(forked)}")
+        _sync(session, member, without=forked)
+        session.run("python", "-m", "pytest", "tests", *NO_NETWORK, *rest, env=_plugin_env())
 
 
 def _plugin_env() -> dict[str, str]:
@@ -270,6 +306,31 @@ def deps(session: nox.Session, package: str) -> None:
     session.run("uv", "pip", "install", "--quiet", "deptry==0.25.1")
     session.chdir(member.path)
     session.run("deptry", "src")
+
+
+@nox.session
+@nox.parametrize("package", NAMES, ids=NAMES)
+def gpu(session: nox.Session, package: str) -> None:
+    """tools/gpu_check.py for one member, in that member's locked environment (needs CUDA).
+
+    `nox -s gpu -- --out DIR` runs every member; each writes DIR/<name>/gpu_check.json. Without
+    CUDA each exits with gpu_check's message. (The lent GPU machine has no uv: there, run
+    `python3 tools/gpu_check.py --out DIR` with its preinstalled torch instead.)
+    """
+    rest = _selected(session, package, NAMES)
+    member = BY_NAME[package]
+    out = Path(rest[rest.index("--out") + 1]) if "--out" in rest else ROOT / ".nox" / "gpu-report"
+    _sync(session, member)
+    only = [f"gpu-tests:{member.name}", f"bench:{member.name}/"]
+    if member.is_kernels:
+        only += ["suite:kernels", "triton-api"]
+    session.run(
+        "python",
+        str(ROOT / "tools" / "gpu_check.py"),
+        "--out",
+        str(out.resolve() / member.name),
+        *[a for o in only for a in ("--only", o)],
+    )
 
 
 def _reproduce_one(session: nox.Session, member: Member) -> dict:

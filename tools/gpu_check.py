@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.10"
-# dependencies = []
+# dependencies = ["tomli>=2; python_version < '3.11'"]
 # ///
 """One GPU check: every ``gpu``-marked test and every kernel benchmark, one JSON report.
 

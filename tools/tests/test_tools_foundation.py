@@ -274,7 +274,7 @@ def test_install_session_removes_its_temp_folder_on_failure(tmp_path, monkeypatc
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     class Failing:
-        posargs: list[str] = []
+        posargs = ()
 
         def run(self, *args, **kwargs):
             raise RuntimeError("build failed")
@@ -509,3 +509,15 @@ def test_readme_states_pythons_disk_bootstrap_and_source_install():
     assert "pip install uv" not in readme.replace("-m pip install uv", "")  # PEP 668
     for needed in ("pipx install uv", "3.10", "GB", "pip install ./shared-kernels", "cpu"):
         assert needed in readme, needed
+
+
+def test_a_member_with_a_forked_extra_is_also_tested_without_it():
+    """online-fair[fairpyx] resolves numpy 1.26; users of a bare install get numpy 2."""
+    sys.path.insert(0, str(REPO))
+    try:
+        import noxfile
+    finally:
+        sys.path.remove(str(REPO))
+    assert noxfile.conflicting_extras(workspace.get("online-fair", REPO)) == ("fairpyx",)
+    assert noxfile.conflicting_extras(workspace.get("normbt", REPO)) == ()
+    assert "without=forked" in (REPO / "noxfile.py").read_text()

@@ -64,6 +64,7 @@ def test_cli_on_real_repo_lists_kernels_and_errors_clearly():
 
 
 def test_release_tag_names_the_member_and_checks_its_version(fake_repo):
+    (fake_repo / "packages/alpha/CHANGELOG.md").write_text("# Changelog\n\n## 0.1.0\n\n- x\n")
     assert workspace.release_member("icml26-alpha/v0.1.0", fake_repo).dist == "icml26-alpha"
     with pytest.raises(ValueError, match="says version 0.2.0 but icml26-alpha is at 0.1.0"):
         workspace.release_member("icml26-alpha/v0.2.0", fake_repo)
