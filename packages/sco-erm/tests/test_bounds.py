@@ -1,9 +1,8 @@
 import math
 
+import icml26_sco_erm as sco
 import numpy as np
 import pytest
-
-import icml26_sco_erm as sco
 
 
 def test_gd_bounds_closed_forms():

@@ -1,16 +1,15 @@
 import itertools
 import math
 
+import icml26_sco_erm as sco
 import numpy as np
 import pytest
-
-import icml26_sco_erm as sco
 from icml26_sco_erm.codes import rank_gf2
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_min_distance_matches_pairwise_bruteforce(seed):
-    G, C = sco.random_linear_code(16, 6, np.random.default_rng(seed))
+    _G, C = sco.random_linear_code(16, 6, np.random.default_rng(seed))
     assert C.shape == (64, 16)
     assert len({tuple(c) for c in C}) == 64  # full rank: 2^k distinct codewords
     assert sco.min_distance(C) == sco.min_distance_bruteforce(C)

@@ -1,9 +1,8 @@
 import itertools
 
+import icml26_sco_erm as sco
 import numpy as np
 import pytest
-
-import icml26_sco_erm as sco
 
 
 def _bruteforce_expected_g(W, x, p, theta):
@@ -18,7 +17,7 @@ def _bruteforce_expected_g(W, x, p, theta):
 
 @pytest.fixture(scope="module")
 def small():
-    G, C, _ = sco.good_code(24, 3, np.random.default_rng(1))  # 8 codewords in R^24
+    _G, C, _ = sco.good_code(24, 3, np.random.default_rng(1))  # 8 codewords in R^24
     return sco.codeword_vectors(C)
 
 
@@ -48,12 +47,14 @@ def test_population_risk_at_codewords_and_zero(code8):
     assert pert.population_risk(np.zeros(48)) == pytest.approx(a * 0.5, rel=1e-12)
 
 
-def test_population_risk_matches_monte_carlo(code8):
+@pytest.mark.parametrize("p", [0.5, 0.3])
+def test_population_risk_matches_monte_carlo(code8, p):
     C, _ = code8
-    inst = sco.FeldmanInstance.from_code(C, alpha=0.2, lam=0.05)
+    inst = sco.FeldmanInstance.from_code(C, alpha=0.2, lam=0.05, p=p)
     rng = np.random.default_rng(3)
     x = 0.7 * inst.W[3] + 0.3 * inst.W[9]
     S = inst.sample(20000, rng)
+    assert abs(S.masks.mean() - p) < 0.01
     mc = inst.losses(x, S)
     assert abs(mc.mean() - inst.population_risk(x)) < 4 * mc.std() / np.sqrt(mc.size)
 
@@ -98,14 +99,14 @@ def test_convexity_on_random_chords(code8):
 
 
 def test_bad_instance_arguments_raise(small, code8):
-    C, _ = code8
+    _C, _ = code8
     with pytest.raises(ValueError, match="unit vectors"):
         sco.FeldmanInstance(2 * small)
     close = np.stack([small[0], small[0] + 0.1 * small[1]])
     close /= np.linalg.norm(close, axis=1, keepdims=True)
     with pytest.raises(ValueError, match="construction needs pairwise inner products"):
         sco.FeldmanInstance(close)
-    G, Cbad = sco.random_linear_code(12, 6, np.random.default_rng(0))  # distance < 12/4 likely
+    _G, Cbad = sco.random_linear_code(12, 6, np.random.default_rng(0))  # distance < 12/4 likely
     if sco.min_distance(Cbad) < 3:
         with pytest.raises(ValueError, match="theta"):
             sco.FeldmanInstance.from_code(Cbad)

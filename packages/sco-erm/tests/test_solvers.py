@@ -1,10 +1,9 @@
+import icml26_sco_erm as sco
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import checkify
-
-import icml26_sco_erm as sco
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +104,8 @@ def test_erm_against_grid_search_in_two_dimensions():
     pts = np.stack([X.ravel(), Y.ravel()], 1)
     pts = pts[np.linalg.norm(pts, axis=1) <= 1]
     s = pts @ W.T  # (P, 3)
-    g = np.maximum(0.5, np.where(S.masks[None], s[:, None, :], -np.inf).max(-1))  # (P, m)
-    vals = inst.a * g.mean(1) + inst.alpha * pts @ S.xi.mean(0) + inst.lam / 2 * (pts**2).sum(1)
+    gv = np.maximum(0.5, np.where(S.masks[None], s[:, None, :], -np.inf).max(-1))  # (P, m)
+    vals = inst.a * gv.mean(1) + inst.alpha * pts @ S.xi.mean(0) + inst.lam / 2 * (pts**2).sum(1)
     assert vals[0] == pytest.approx(inst.empirical_risk(pts[0], S), rel=1e-12)
     assert res.certificate.value <= vals.min() + 1e-12
     assert res.certificate.value >= vals.min() - 1.0 * (g[1] - g[0])  # 1-Lipschitz, grid step
@@ -131,7 +130,7 @@ def test_gd_matches_closed_form_on_the_quadratic_piece(inst8):
 def test_gd_projects_and_averages_to_the_erm_on_an_active_cap(inst8):
     j = 17
     S = _pull_towards(inst8, j, 4)
-    xT, xavg = sco.projected_gd(inst8, S, 1e-3, 4000, radius=1.0)
+    xT, _xavg = sco.projected_gd(inst8, S, 1e-3, 4000, radius=1.0)
     assert np.linalg.norm(np.asarray(xT)) <= 1 + 1e-6
     # GD reaches the cap's edge t = theta and then zig-zags across it within eta
     assert float(inst8.W[j] @ np.asarray(xT)) == pytest.approx(0.5, abs=2e-3)
@@ -146,6 +145,18 @@ def test_sgd_learner_generalises_where_erm_overfits(code8):
     excess = [inst.excess_risk(sco.sgd_learner(inst, inst.sample(8, rng))) for _ in range(20)]
     assert np.mean(excess) <= 1 / (2 * np.sqrt(8))  # the online-to-batch bound
     assert np.mean(excess) < 0.25 / 4  # far below the overfitting ERM's 1/4
+
+
+def test_sgd_learner_matches_closed_form_on_the_quadratic_piece(inst8):
+    """No cap active: x_{t+1} = x_t - eta (alpha xi_t + lam x_t), x_bar = mean(x_0 .. x_{m-1})."""
+    S = inst8.sample(8, np.random.default_rng(9))
+    eta = 0.05
+    x, xs = np.zeros(inst8.d), []
+    for i in range(8):
+        xs.append(x)
+        x = x - eta * (inst8.alpha * S.xi[i] + inst8.lam * x)
+    assert np.max(inst8.W @ np.array(xs).T) < 0.5  # in the regime
+    np.testing.assert_allclose(sco.sgd_learner(inst8, S, eta=eta), np.mean(xs, 0), rtol=1e-12)
 
 
 def test_gd_bad_inputs_raise_eagerly(inst8):

@@ -29,7 +29,6 @@ from scipy.optimize import lsq_linear, minimize
 from .instances import FeldmanInstance, Sample
 
 
-
 # ------------------------------------------------------------------------------ dual certificate
 @dataclass(frozen=True)
 class Certificate:
@@ -145,8 +144,8 @@ def erm_exact(
 ) -> ERMResult:
     """min_B Phi by SLSQP on the epigraph form, adding violated pieces t_i >= <w, x> as cuts.
 
-        min_{x, t}  (a/m) sum_i t_i + alpha <xi_bar, x> + lam/2 ||x||^2
-        s.t.        t_i >= theta,  t_i >= <w, x> (w in V_i, added when violated),  ||x||^2 <= 1.
+    min_{x, t}  (a/m) sum_i t_i + alpha <xi_bar, x> + lam/2 ||x||^2
+    s.t.        t_i >= theta,  t_i >= <w, x> (w in V_i, added when violated),  ||x||^2 <= 1.
     """
     S = inst._check_sample(S)
     m, d, a = S.m, inst.d, inst.a
@@ -164,7 +163,8 @@ def erm_exact(
     z = np.concatenate([np.zeros(d), np.full(m, inst.theta)])
     Jt = np.concatenate([np.zeros((m, d)), np.eye(m)], axis=1)  # d t_i / d z
     rounds = 0
-    for rounds in range(1, max_rounds + 1):
+    for _ in range(max_rounds):
+        rounds += 1
         ci = np.array([i for i, _ in cuts], dtype=np.int64)
         Wc = inst.W[np.array([j for _, j in cuts], dtype=np.int64)] if cuts else np.zeros((0, d))
         Jc = np.zeros((len(cuts), d + m))
