@@ -23,19 +23,19 @@ def _pos(v: float, name: str) -> float:
     return v
 
 
-def gd_lower_bound(eta: float, T: int, m: int) -> float:
+def gd_lower_bound(eta: float, T: float, m: float) -> float:
     """sqrt(eta T / m^{3/2}), capped at 1 (the loss is 1-Lipschitz on the unit ball)."""
     eta, T, m = _pos(eta, "eta (step size)"), _pos(T, "T (horizon)"), _pos(m, "m (sample size)")
     return min(1.0, math.sqrt(eta * T / m**1.5))
 
 
-def gd_upper_bound(eta: float, T: int, m: int) -> float:
+def gd_upper_bound(eta: float, T: float, m: float) -> float:
     """eta T / m: the stability upper bound the paper's lower bound is compared with."""
     eta, T, m = _pos(eta, "eta (step size)"), _pos(T, "T (horizon)"), _pos(m, "m (sample size)")
     return eta * T / m
 
 
-def gd_stability_bound(eta: float, T: int, m: int) -> float:
+def gd_stability_bound(eta: float, T: float, m: float) -> float:
     """eta sqrt(T) + eta T / m: uniform stability of non-smooth GD (Bassily et al., 2020)."""
     eta, T, m = _pos(eta, "eta (step size)"), _pos(T, "T (horizon)"), _pos(m, "m (sample size)")
     return eta * math.sqrt(T) + eta * T / m
