@@ -1,7 +1,6 @@
+import icml26_bilateral_trade as bt
 import numpy as np
 import pytest
-
-import icml26_bilateral_trade as bt
 
 
 def _tables(rng, n):
@@ -27,6 +26,7 @@ def test_two_support_equals_lp_equals_brute_force_on_random_tables():
         assert w @ y[idx] == pytest.approx(v_hull, rel=1e-9, abs=1e-12)
         assert w @ x[idx] >= -1e-9
         assert len(idx_lp) <= 2  # HiGHS returns a basic optimum: at most two pairs
+        assert w_lp @ y[idx_lp] == pytest.approx(v_lp, rel=1e-7, abs=1e-9)
 
 
 @pytest.mark.parametrize(

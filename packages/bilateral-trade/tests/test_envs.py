@@ -1,7 +1,6 @@
+import icml26_bilateral_trade as bt
 import numpy as np
 import pytest
-
-import icml26_bilateral_trade as bt
 
 # z = 5: a correct implementation fails one of these checks with probability < 6e-7 per check
 Z = 5.0
@@ -14,7 +13,9 @@ def test_independent_uniform_closed_forms():
     gft, pro, left, right = bt.IndependentUniform().expectations(p, q)
     np.testing.assert_allclose(gft, p * (1 - q**2) / 2 - (1 - q) * p**2 / 2, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(pro, (q - p) * p * (1 - q), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(left, p**2 / 2 * (1 - q), rtol=1e-12, atol=1e-15)  # E[(p-s)^+] P(b>=q)
+    np.testing.assert_allclose(
+        left, p**2 / 2 * (1 - q), rtol=1e-12, atol=1e-15
+    )  # E[(p-s)^+] P(b>=q)
     np.testing.assert_allclose(right, (1 - q) ** 2 / 2 * p, rtol=1e-12, atol=1e-15)
 
 

@@ -1,7 +1,6 @@
+import icml26_bilateral_trade as bt
 import numpy as np
 import pytest
-
-import icml26_bilateral_trade as bt
 
 Z = 5.0  # per-check false-failure probability < 6e-7
 
@@ -16,7 +15,11 @@ def _same(a, b):
     "make, env, T",
     [
         (lambda: bt.GBBTrader(), bt.separated_markets(), 5000),  # all three phases
-        (lambda: bt.GBBTrader(K=5, N=40), bt.separated_markets(), 6000),  # long phase 3, guard fires
+        (
+            lambda: bt.GBBTrader(K=5, N=40),
+            bt.separated_markets(),
+            6000,
+        ),  # long phase 3, guard fires
         (lambda: bt.GBBTrader(K=5, N=40), bt.IndependentUniform(), 6000),
         (lambda: bt.GBBTrader(K=4, N=30, guard=False), bt.IndependentUniform(), 4000),
         (lambda: bt.GBBTrader(beta="paper"), bt.separated_markets(), 4096),  # stops in phase 2
@@ -137,6 +140,9 @@ def test_bad_input():
 def test_regret_slope_on_separated_markets():
     env = bt.separated_markets()
     Ts = np.array([2**12, 2**14, 2**16, 2**18])
-    reg = [np.mean([bt.simulate(bt.GBBTrader(), env, int(T), s).final_regret for s in range(2)]) for T in Ts]
+    reg = [
+        np.mean([bt.simulate(bt.GBBTrader(), env, int(T), s).final_regret for s in range(2)])
+        for T in Ts
+    ]
     slope = np.polyfit(np.log(Ts), np.log(reg), 1)[0]
     assert slope < 0.85

@@ -20,8 +20,9 @@ optionally, user expectations). `BilateralTradeEnv` is a Gymnasium-style step in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -44,7 +45,7 @@ class ValuationEnv(Protocol):
         ...
 
 
-def check_prices(p: Array, q: Array) -> tuple[Array, Array]:
+def check_prices(p: Array | float, q: Array | float) -> tuple[Array, Array]:
     """Prices as float arrays, checked to be finite and inside [0, 1]."""
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
@@ -87,7 +88,12 @@ class RectangleMixture:
         w = np.asarray(self.weights, dtype=float).reshape(-1)  # (C,)
         if r.shape[0] == 0 or r.shape[0] != w.shape[0]:
             raise ValueError("rects/weights: need one weight per rectangle and at least one")
-        if np.any(r < 0) or np.any(r > 1) or np.any(r[:, 0] >= r[:, 1]) or np.any(r[:, 2] >= r[:, 3]):
+        if (
+            np.any(r < 0)
+            or np.any(r > 1)
+            or np.any(r[:, 0] >= r[:, 1])
+            or np.any(r[:, 2] >= r[:, 3])
+        ):
             raise ValueError("rects: each rectangle needs 0 <= lo < hi <= 1 on both axes")
         if np.any(w < 0) or not np.isclose(w.sum(), 1.0, rtol=1e-9):
             raise ValueError("weights: must be non-negative and sum to 1")

@@ -327,8 +327,8 @@ class GBBTrader(Policy):
         while t < T:  # phase 3: one epoch = one LP solve
             self._solve_epoch()
             assert self._sup is not None
-            sup, w, tgt = self._sup, self._w, self._tgt
-            rem = tgt - self.c_n.ravel()[sup]  # plays left before a support count doubles
+            sup, w, tgt3 = self._sup, self._w, self._tgt
+            rem = tgt3 - self.c_n.ravel()[sup]  # plays left before a support count doubles
             m = min(int(rem.sum()), T - t)
             c = self.coins[t : t + m]
             pick = np.where((len(sup) == 1) | (c < w[0]), 0, 1)  # (m,) index into sup
@@ -496,4 +496,6 @@ def simulate(
     gft = env.expectations(p, q)[0]
     profit = (q - p) * tr
     regret = opt * np.arange(1, T + 1) - np.cumsum(gft)
-    return Trace(p, q, tr, gft, profit, regret, np.cumsum(profit), float(opt), dict(policy.phase_marks))
+    return Trace(
+        p, q, tr, gft, profit, regret, np.cumsum(profit), float(opt), dict(policy.phase_marks)
+    )
