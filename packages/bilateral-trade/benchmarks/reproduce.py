@@ -53,6 +53,7 @@ def main():
         "GBBTrader": lambda: bt.GBBTrader(),
         "FixedPriceWBB": lambda: bt.FixedPriceWBB(),
         "GBBTrader(beta=paper)": lambda: bt.GBBTrader(beta="paper"),
+        "GBBTrader(phase1=exp3)": lambda: bt.GBBTrader(phase1="exp3"),
     }
     out = {"T": Ts, "seeds": seeds, "envs": {}}
     for env in envs:
@@ -66,7 +67,9 @@ def main():
             "learners": {},
         }
         for name, make in learners.items():
-            if name.endswith("paper)") and env.name != "separated_markets":
+            if "=" in name and env.name != "separated_markets":  # ablations: one env
+                continue
+            if "exp3" in name and args.quick:  # a Python loop per phase-1 round: full run only
                 continue
             reg = np.zeros((len(Ts), len(seeds)))
             gbb = np.zeros_like(reg, dtype=bool)

@@ -93,8 +93,10 @@ class GBBTrader(Policy):
         exploration can never make the bank negative), about 2KN / 6: phase 1 is ~6x shorter.
     phase1:
       "ucb" (default): lazy UCB on profit over F_K (re-chosen when the played arm's count
-        doubles); the paper runs EXP3 there. Valuations are i.i.d., so a stochastic bandit is
-        enough and lets phase 1 run as numpy blocks.
+        doubles). Valuations are i.i.d., so a stochastic bandit is enough and lets phase 1 run
+        as numpy blocks.
+      "exp3": the paper's choice, EXP3 over F_K with reward = profit in [0, 1], exploration
+        gamma = min(1, sqrt(M ln M / ((e - 1) T))), one round per epoch (a Python loop).
     guard: a phase-3 round whose pair can lose money (q < p) is posted only if the bank covers
       its worst loss p - q; otherwise the epoch is re-solved over pairs with q >= p. With the
       sharp beta this makes the realised profit non-negative on every path (GBB with
@@ -118,8 +120,8 @@ class GBBTrader(Policy):
     def __post_init__(self) -> None:
         if self.beta not in ("sharp", "paper"):
             raise ValueError(f"beta: expected 'sharp' or 'paper', got {self.beta!r}")
-        if self.phase1 != "ucb":
-            raise ValueError(f"phase1: only 'ucb' is implemented, got {self.phase1!r}")
+        if self.phase1 not in ("ucb", "exp3"):
+            raise ValueError(f"phase1: expected 'ucb' or 'exp3', got {self.phase1!r}")
         if not 0 < self.delta < 1:
             raise ValueError(f"delta: must be in (0, 1), got {self.delta!r}")
         if self.K is not None and self.K < 2:
@@ -174,6 +176,13 @@ class GBBTrader(Policy):
         self._sup: Array | None = None  # phase-3 epoch support (flat cell ids), weights, targets
         self._w = np.zeros(0)
         self._tgt = np.zeros(0, dtype=np.int64)
+        M = len(a)
+        self.logw = np.zeros(M)  # EXP3 log-weights (phase1="exp3")
+        self.gamma = min(1.0, math.sqrt(M * math.log(M) / ((math.e - 1) * T))) if M > 1 else 1.0
+        self.coins1 = rng.random(
+            T
+        )  # EXP3 draws, indexed by round (drawn last: other coins unchanged)
+        self._prob = 1.0
         self._enter_phase2_if_banked()
 
     def _enter_phase2_if_banked(self) -> None:
@@ -183,14 +192,32 @@ class GBBTrader(Policy):
 
     # ------------------------------------------------------------------ decisions (shared)
     def _choose_arm(self) -> tuple[int, int]:
-        """Phase-1 UCB on profit: argmax mean + spread sqrt(log / 2n), unplayed first."""
+        """Phase-1 arm and the count that ends its epoch.
+
+        UCB: argmax spread (mean + sqrt(log / 2n)), unplayed first, until its count doubles.
+        EXP3: draw from (1 - gamma) w / sum w + gamma / M with this round's coin, for one round.
+        """
         n = self.arm_n
+        if self.phase1 == "exp3":
+            w = np.exp(self.logw - self.logw.max())
+            prob = (1 - self.gamma) * w / w.sum() + self.gamma / w.size  # (M,)
+            cdf = np.cumsum(prob)
+            k = min(
+                int(np.searchsorted(cdf, self.coins1[self.t] * cdf[-1], side="right")), w.size - 1
+            )
+            self._prob = float(prob[k])
+            return k, int(n[k]) + 1
         spread = self.arm_q - self.arm_p
         with np.errstate(divide="ignore", invalid="ignore"):
             ucb = spread * (self.arm_tr / n + np.sqrt(self.log1 / (2 * n)))
         ucb = np.where(n > 0, ucb, np.inf)
         k = int(np.argmax(ucb))
         return k, max(1, 2 * int(n[k]))
+
+    def _exp3_update(self, a: int, reward: float) -> None:
+        """EXP3 gain update: log w_a += gamma (reward / prob_a) / M (importance-weighted)."""
+        if self.phase1 == "exp3":
+            self.logw[a] += self.gamma * (reward / self._prob) / self.logw.size
 
     def estimates(self) -> tuple[Array, Array]:
         """(L^, R^), (K, K) each, from the exploration counts."""
@@ -251,6 +278,7 @@ class GBBTrader(Policy):
             assert a is not None
             self.arm_n[a] += 1
             self.arm_tr[a] += trade
+            self._exp3_update(a, (self.arm_q[a] - self.arm_p[a]) * trade)
             self.bank += (self.arm_q[a] - self.arm_p[a]) * trade
             self.t += 1
             if self.arm_n[a] >= self._tgt1:
@@ -300,6 +328,8 @@ class GBBTrader(Policy):
             P[t : t + m], Q[t : t + m], TR[t : t + m] = p, q, tr[:m]
             self.arm_n[a] += m
             self.arm_tr[a] += int(tr[:m].sum())
+            if m == 1:
+                self._exp3_update(a, (q - p) * tr[0])
             self.bank = float(bank[m - 1])
             t = self.t = t + m
             self._enter_phase2_if_banked()
