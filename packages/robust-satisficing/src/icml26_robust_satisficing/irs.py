@@ -218,6 +218,10 @@ class IRSLoss(nn.Module):
     π, KL = 0 and κ = 0: the loss is the ERM loss π·L (the official code returns NaN here).
 
     Returns (loss, IRSStats). Gradient: Danskin, ∇loss = ∇κ(θ) with τ held fixed.
+    `scale_by_kl=False` (not in the official code) drops the 1/KL(p*‖π) factor: the same
+    direction with unit scale. KL(p*‖π) spans ~6 orders of magnitude over training (tiny while
+    τ = 1.01·π·L, O(1) once τ = target_tau), which inflates Adam's second moment after a
+    small-KL step; benchmarks/reproduce.py measures both.
     """
 
     prior: Tensor | None
@@ -234,6 +238,7 @@ class IRSLoss(nn.Module):
         grid: int = 64,  # official: 64 log-spaced points
         refine: int = 3,  # official: 3 rounds of 25 points
         refine_points: int = 25,
+        scale_by_kl: bool = True,  # official (3); False: p*·L, the same direction, unit scale
         validate: bool = True,  # check NaN losses / group ids each step (one host sync)
     ) -> None:
         super().__init__()
@@ -253,6 +258,7 @@ class IRSLoss(nn.Module):
         self.search = dict(
             h_min=h_min, h_max=h_max, grid=grid, refine=refine, refine_points=refine_points
         )
+        self.scale_by_kl = scale_by_kl
         self.validate = validate
 
     @classmethod
@@ -300,6 +306,8 @@ class IRSLoss(nn.Module):
         fr = fragility(L, prior, tau, validate=False, **self.search)  # type: ignore[arg-type]
         p_star = fr.p_star.to(L.dtype)
         erm = prior.to(L.dtype) @ L
-        irs = (p_star @ L) / fr.kl.to(L.dtype).clamp_min(KL_FLOOR)
+        irs = p_star @ L
+        if self.scale_by_kl:
+            irs = irs / fr.kl.to(L.dtype).clamp_min(KL_FLOOR)
         loss = torch.where(fr.degenerate, erm, irs)
         return loss, IRSStats(group_losses=L.detach(), prior=prior, fragility=fr)
