@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from refs import root_h
-
 from icml26_robust_satisficing import (
     GroupDRO,
     cvar_loss,
@@ -15,6 +13,7 @@ from icml26_robust_satisficing import (
     klrs_feasibility_loss,
     klrs_lambda_search,
 )
+from refs import root_h
 
 T = torch.float64
 
@@ -50,7 +49,9 @@ def test_cvar_is_the_rockafellar_uryasev_minimum():
         # min_η η + E(x−η)_+/α is attained at a sample point (piecewise linear in η)
         ru = min(e + np.maximum(x - e, 0).mean() / alpha for e in x)
         assert float(cvar_loss(torch.tensor(x), alpha)) == pytest.approx(ru, rel=1e-12)
-    assert float(cvar_loss(torch.tensor(x), 1.0)) == pytest.approx(float(erm_loss(torch.tensor(x))), rel=1e-12)
+    assert float(cvar_loss(torch.tensor(x), 1.0)) == pytest.approx(
+        float(erm_loss(torch.tensor(x))), rel=1e-12
+    )
     with pytest.raises(ValueError, match="alpha"):
         cvar_loss(torch.tensor(x), 0.0)
 

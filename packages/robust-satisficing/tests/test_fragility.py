@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from refs import brute_kappa, kl, random_instance, root_h, simplex_grid
-
 from icml26_robust_satisficing import fragility, kl_dro_loss, tilt
+from refs import brute_kappa, kl, random_instance, root_h, simplex_grid
 
 T = torch.float64
 
@@ -62,7 +61,9 @@ def test_donsker_varadhan_identity(lam):
     p, d = tilt(torch.tensor(L), torch.tensor(pi), torch.tensor([1.0 / lam], dtype=T))
     at_tilt = float(p[0] @ torch.tensor(L) - lam * d[0])
     assert at_tilt == pytest.approx(closed, rel=1e-12)
-    assert float(kl_dro_loss(torch.tensor(L), lam, torch.tensor(pi))) == pytest.approx(closed, rel=1e-12)
+    assert float(kl_dro_loss(torch.tensor(L), lam, torch.tensor(pi))) == pytest.approx(
+        closed, rel=1e-12
+    )
 
 
 def test_tilt_beats_every_distribution_at_equal_kl():
@@ -88,7 +89,9 @@ def test_absent_groups_are_excluded():
     sub = fragility(L[[0, 2, 3]], pi[[0, 2, 3]], 0.8)
     assert float(fr.kappa) == pytest.approx(float(sub.kappa), rel=1e-12)
     assert float(fr.p_star[1]) == 0.0
-    assert float(fr.kappa) == pytest.approx(1 / root_h(L[[0, 2, 3]].numpy(), pi[[0, 2, 3]].numpy(), 0.8), rel=1e-6)
+    assert float(fr.kappa) == pytest.approx(
+        1 / root_h(L[[0, 2, 3]].numpy(), pi[[0, 2, 3]].numpy(), 0.8), rel=1e-6
+    )
 
 
 def test_large_losses_stay_finite():

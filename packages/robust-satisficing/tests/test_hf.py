@@ -37,8 +37,15 @@ class Rows(torch.utils.data.Dataset):
 
 def _args(tmp_path, **kw):
     return transformers.TrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=2, logging_steps=1,
-        report_to=[], use_cpu=True, save_strategy="no", learning_rate=0.1, **kw,
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        max_steps=2,
+        logging_steps=1,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        learning_rate=0.1,
+        **kw,
     )
 
 
@@ -49,7 +56,9 @@ def test_compute_loss_is_the_irs_loss_and_training_runs(tmp_path):
     batch = next(iter(trainer.get_train_dataloader()))
     assert "group_ids" in batch and "unused" not in batch
     loss = trainer.compute_loss(model, batch)
-    per = torch.nn.functional.cross_entropy(model(batch["x"])["logits"], batch["labels"], reduction="none")
+    per = torch.nn.functional.cross_entropy(
+        model(batch["x"])["logits"], batch["labels"], reduction="none"
+    )
     ref, _ = irs(per, batch["group_ids"])
     torch.testing.assert_close(loss, ref)
     before = model.lin.weight.detach().clone()
@@ -62,6 +71,8 @@ def test_compute_loss_is_the_irs_loss_and_training_runs(tmp_path):
 
 def test_missing_group_column_is_a_clear_error(tmp_path):
     model = TinyClassifier()
-    trainer = IRSTrainer(model=model, args=_args(tmp_path), train_dataset=Rows(), irs_loss=IRSLoss([0.5, 0.5]))
+    trainer = IRSTrainer(
+        model=model, args=_args(tmp_path), train_dataset=Rows(), irs_loss=IRSLoss([0.5, 0.5])
+    )
     with pytest.raises(KeyError, match="group_ids"):
         trainer.compute_loss(model, {"x": torch.randn(2, 4), "labels": torch.tensor([0, 1])})

@@ -7,9 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from refs import root_h
-
 from icml26_robust_satisficing import IRSLoss, fragility, tilt
+from refs import root_h
 
 T = torch.float64
 
@@ -41,7 +40,7 @@ def test_danskin_gradient_matches_finite_differences_of_kappa():
     L0, _ = _group_losses(w, X, y, gid)
     tau = float(pi @ L0.numpy()) + 0.4 * float(L0.max() - pi @ L0.numpy())
     wg = w.clone().requires_grad_(True)
-    L, per = _group_losses(wg, X, y, gid)
+    _L, per = _group_losses(wg, X, y, gid)
     loss, stats = IRSLoss(torch.tensor(pi), tau=tau)(per, gid)
     assert stats.fragility.status == "ok"
     (grad,) = torch.autograd.grad(loss, wg)
@@ -50,10 +49,14 @@ def test_danskin_gradient_matches_finite_differences_of_kappa():
     for i in range(len(w)):
         e = torch.zeros_like(w)
         e[i] = eps
-        fd[i] = (_kappa_ref(w + e, X, y, gid, pi, tau) - _kappa_ref(w - e, X, y, gid, pi, tau)) / (2 * eps)
+        fd[i] = (_kappa_ref(w + e, X, y, gid, pi, tau) - _kappa_ref(w - e, X, y, gid, pi, tau)) / (
+            2 * eps
+        )
     torch.testing.assert_close(grad, fd, rtol=2e-3, atol=1e-6 * float(fd.abs().max()))
     # and the reported κ is κ(θ)
-    assert float(stats.fragility.kappa) == pytest.approx(_kappa_ref(w, X, y, gid, pi, tau), rel=1e-6)
+    assert float(stats.fragility.kappa) == pytest.approx(
+        _kappa_ref(w, X, y, gid, pi, tau), rel=1e-6
+    )
 
 
 def test_autograd_through_the_inner_max_equals_danskin():
@@ -139,11 +142,13 @@ def test_tau_above_every_loss_still_tilts_to_the_worst_group():
 def test_instance_mode_equals_one_group_per_sample():
     per = torch.tensor([0.2, 0.9, 0.4, 1.4, 0.1], dtype=T, requires_grad=True)
     a, sa = IRSLoss()(per)
-    b, sb = IRSLoss(torch.full((5,), 0.2, dtype=T))(per, torch.arange(5))
+    b, _sb = IRSLoss(torch.full((5,), 0.2, dtype=T))(per, torch.arange(5))
     assert float(a.detach()) == pytest.approx(float(b.detach()), rel=1e-12)
     ga, gb = torch.autograd.grad(a, per)[0], torch.autograd.grad(b, per)[0]
     torch.testing.assert_close(ga, gb)
-    assert float(sa.fragility.kappa) == pytest.approx(1 / root_h(per.detach().numpy(), np.full(5, 0.2), float(sa.fragility.tau)), rel=1e-6)
+    assert float(sa.fragility.kappa) == pytest.approx(
+        1 / root_h(per.detach().numpy(), np.full(5, 0.2), float(sa.fragility.tau)), rel=1e-6
+    )
 
 
 def test_irs_loss_has_no_host_sync_free_path_when_not_validating():
@@ -164,12 +169,28 @@ def test_irs_loss_has_no_host_sync_free_path_when_not_validating():
         (lambda: IRSLoss([0.5, 0.5], target_tau=-1.0), None, "target_tau"),
         (lambda: IRSLoss([0.5, 0.5], tau_multiplier=0.9), None, "tau_multiplier"),
         (lambda: IRSLoss.from_counts([0, 0]), None, "counts"),
-        (lambda: IRSLoss([0.5, 0.5]), (torch.rand(3), torch.tensor([0, 1, 2])), "group_ids out of range"),
-        (lambda: IRSLoss([0.5, 0.5]), (torch.rand(3), torch.tensor([0, -1, 1])), "group_ids out of range"),
-        (lambda: IRSLoss([0.5, 0.5]), (torch.tensor([0.1, math.nan, 0.2]), torch.tensor([0, 1, 1])), "NaN"),
+        (
+            lambda: IRSLoss([0.5, 0.5]),
+            (torch.rand(3), torch.tensor([0, 1, 2])),
+            "group_ids out of range",
+        ),
+        (
+            lambda: IRSLoss([0.5, 0.5]),
+            (torch.rand(3), torch.tensor([0, -1, 1])),
+            "group_ids out of range",
+        ),
+        (
+            lambda: IRSLoss([0.5, 0.5]),
+            (torch.tensor([0.1, math.nan, 0.2]), torch.tensor([0, 1, 1])),
+            "NaN",
+        ),
         (lambda: IRSLoss([0.5, 0.5]), (torch.rand(3), None), "group_ids"),
         (lambda: IRSLoss([0.5, 0.5]), (torch.rand(3), torch.tensor([0.0, 1.0, 1.0])), "integer"),
-        (lambda: IRSLoss([0.5, 0.5]), (torch.rand(3, 2), torch.tensor([0, 1, 1])), "per_sample_loss"),
+        (
+            lambda: IRSLoss([0.5, 0.5]),
+            (torch.rand(3, 2), torch.tensor([0, 1, 1])),
+            "per_sample_loss",
+        ),
         (lambda: IRSLoss(), (torch.rand(3), torch.tensor([0, 1, 1])), "no prior"),
     ],
 )
@@ -192,3 +213,15 @@ def test_fragility_bad_input():
 def test_tau_below_mean_is_reported():
     fr = fragility(torch.tensor([0.2, 1.0]), torch.tensor([0.5, 0.5]), 0.5)
     assert bool(fr.tau_below_mean) and "infeasible" in fr.status and torch.isfinite(fr.kappa)
+
+
+def test_unscaled_variant_is_the_same_direction_at_unit_scale():
+    per = torch.tensor([0.2, 0.9, 0.4, 1.4, 0.1, 0.3], dtype=T, requires_grad=True)
+    gid = torch.tensor([0, 1, 1, 2, 0, 2])
+    pi = torch.tensor([0.5, 0.3, 0.2], dtype=T)
+    a, st = IRSLoss(pi, tau=0.8)(per, gid)
+    b, _ = IRSLoss(pi, tau=0.8, scale_by_kl=False)(per, gid)
+    fr = st.fragility
+    assert float(b.detach()) == pytest.approx(float(fr.p_star @ st.group_losses), rel=1e-12)
+    ga, gb = torch.autograd.grad(a, per)[0], torch.autograd.grad(b, per)[0]
+    torch.testing.assert_close(ga * fr.kl, gb, rtol=1e-10, atol=0)

@@ -179,15 +179,16 @@ def fragility(
         degenerate=degenerate,
         tau_above_max=t >= torch.where(present, L, -math.inf).max(),
         tau_below_mean=t <= mean,
-        at_boundary=~degenerate
-        & ((best_log_h <= log_lo + rel) | (best_log_h >= log_hi - rel)),
+        at_boundary=~degenerate & ((best_log_h <= log_lo + rel) | (best_log_h >= log_hi - rel)),
     )
 
 
 # --------------------------------------------------------------------------------------------
 # the training loss
 # --------------------------------------------------------------------------------------------
-def group_means(per_sample_loss: Tensor, group_ids: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
+def group_means(
+    per_sample_loss: Tensor, group_ids: Tensor, num_groups: int
+) -> tuple[Tensor, Tensor]:
     """Per-group mean loss (G,) (0 for absent groups, differentiable) and counts (G,)."""
     counts = torch.zeros(num_groups, dtype=per_sample_loss.dtype, device=per_sample_loss.device)
     counts.index_add_(0, group_ids, torch.ones_like(per_sample_loss))
@@ -253,7 +254,9 @@ class IRSLoss(nn.Module):
         if not (math.isfinite(target_tau) and target_tau >= 0):
             raise ValueError(f"target_tau must be finite and >= 0, got {target_tau}")
         if not (math.isfinite(tau_multiplier) and tau_multiplier >= 1.0):
-            raise ValueError(f"tau_multiplier must be >= 1 (tau above the mean), got {tau_multiplier}")
+            raise ValueError(
+                f"tau_multiplier must be >= 1 (tau above the mean), got {tau_multiplier}"
+            )
         self.tau, self.tau_multiplier, self.target_tau = tau, tau_multiplier, target_tau
         self.search = dict(
             h_min=h_min, h_max=h_max, grid=grid, refine=refine, refine_points=refine_points
@@ -276,7 +279,9 @@ class IRSLoss(nn.Module):
         mean = prior.double() @ group_losses.detach().double()
         return torch.clamp(self.tau_multiplier * mean, min=self.target_tau)
 
-    def forward(self, per_sample_loss: Tensor, group_ids: Tensor | None = None) -> tuple[Tensor, IRSStats]:
+    def forward(
+        self, per_sample_loss: Tensor, group_ids: Tensor | None = None
+    ) -> tuple[Tensor, IRSStats]:
         if per_sample_loss.ndim != 1 or per_sample_loss.numel() == 0:
             raise ValueError(
                 f"per_sample_loss must be a non-empty 1-D tensor (B,), got {tuple(per_sample_loss.shape)}"
@@ -298,7 +303,9 @@ class IRSLoss(nn.Module):
                 )
             G = self.prior.numel()
             if self.validate and bool(((group_ids < 0) | (group_ids >= G)).any()):
-                raise ValueError(f"group_ids out of range [0, {G}): got {group_ids.unique().tolist()}")
+                raise ValueError(
+                    f"group_ids out of range [0, {G}): got {group_ids.unique().tolist()}"
+                )
             L, counts = group_means(per_sample_loss, group_ids.long(), G)  # (G,)
             pr = torch.where(counts > 0, self.prior.to(L.device), 0.0)
             prior = pr / pr.sum().clamp_min(torch.finfo(torch.float64).tiny)
