@@ -70,3 +70,6 @@ def test_klrs_feasibility_is_the_rs_constraint_and_lambda_search_finds_kappa():
     assert lam == pytest.approx(kappa, rel=1e-6)
     assert lam == pytest.approx(float(fragility(L, pi, tau).kappa), rel=1e-6)
     assert fits == 40  # every probe of λ is a full training run
+    # with few fits the answer is the smallest λ *known* feasible: an upper bound on κ
+    lam8, _ = klrs_lambda_search(lambda lam: L, pi, tau, lam0=0.01, max_fits=8)
+    assert lam8 >= kappa and float(klrs_feasibility_loss(L, pi, tau, lam8)) <= 1.0
