@@ -297,6 +297,25 @@ def step_time(hidden: int, reps: int) -> dict:
     }
 
 
+def markdown(tasks: dict) -> str:
+    """The README results table, generated from the JSON."""
+    rows = [
+        "| task (metric) | arm (knob) | worst group | average | IRS − arm, worst [95% CI] |",
+        "|---|---|---|---|---|",
+    ]
+    for name, t in tasks.items():
+        met = "MSE, lower is better" if t["metric"] == "mse" else "accuracy"
+        for m in METHODS:
+            mean, knob = t["mean"][m], t["tuning"]["chosen"][m]
+            pd = t["paired"].get(f"irs-{m}", {}).get("worst")
+            diff = f"{pd['mean']:+.3f} [{pd['lo']:+.3f}, {pd['hi']:+.3f}]" if pd else ""
+            rows.append(
+                f"| {name} ({met}) | {m} ({knob}) | {mean['worst']:.3f} | "
+                f"{mean['avg']:.3f} | {diff} |"
+            )
+    return "\n".join(rows) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -359,6 +378,7 @@ def main() -> None:
         "quick": args.quick,
     }
     Path(args.out).write_text(json.dumps(full, indent=1))
+    Path(args.out).with_suffix(".md").write_text(markdown(tasks))
     print(json.dumps(result))
 
 

@@ -83,7 +83,7 @@ class IRSTrainer(Trainer):
         logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
         per_sample = self.per_sample_loss_fn(logits, labels)  # (B,)
         loss, stats = self.irs_loss(per_sample, group_ids)
-        if self.model.training and self.state.global_step % max(self.args.logging_steps, 1) == 0:
+        if model.training and self.state.global_step % max(self.args.logging_steps, 1) == 0:
             fr = stats.fragility
             present = stats.prior > 0
             self._irs_logs = {
