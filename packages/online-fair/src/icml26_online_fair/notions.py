@@ -25,7 +25,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint
+
+from ._milp import solve
+from ._tol import RTOL, positive
 
 __all__ = [
     "NOTIONS",
@@ -44,7 +47,6 @@ __all__ = [
 ]
 
 NOTIONS = ("ef", "ef1", "efx", "prop", "prop1", "propx", "mms")
-_TOL = 1e-9
 
 
 # ----------------------------------------------------------------------------- validation
@@ -85,11 +87,13 @@ def _prepare(values, allocation):
     return v, owner, onehot, cross
 
 
-def _safe_ratio(lhs: np.ndarray, rhs: np.ndarray) -> float:
-    """min over entries of lhs / rhs, where rhs <= 0 counts as satisfied; clipped to [0, 1]."""
+def _safe_ratio(lhs: np.ndarray, rhs: np.ndarray, scale: np.ndarray) -> float:
+    """min over entries of lhs / rhs, clipped to [0, 1]; an entry whose right-hand side is not
+    positive relative to ``scale`` (the agent's total value v_i(M), broadcast like rhs) counts
+    as satisfied. Relative, so the ratio is invariant to rescaling the values."""
     lhs = np.asarray(lhs, dtype=float)
     rhs = np.asarray(rhs, dtype=float)
-    need = rhs > _TOL
+    need = positive(rhs, np.broadcast_to(scale, rhs.shape))
     if not np.any(need):
         return 1.0
     r = float(np.min(lhs[need] / rhs[need]))
@@ -101,7 +105,7 @@ def prop_ratio(values, allocation) -> float:
     """Largest α with v_i(A_i) >= α v_i(M)/n for all i."""
     v, _, _, cross = _prepare(values, allocation)
     n = v.shape[0]
-    return _safe_ratio(np.diag(cross), v.sum(1) / n)
+    return _safe_ratio(np.diag(cross), v.sum(1) / n, v.sum(1))
 
 
 def prop1_ratio(values, allocation) -> float:
@@ -110,7 +114,7 @@ def prop1_ratio(values, allocation) -> float:
     n = v.shape[0]
     outside = np.where(onehot > 0, -np.inf, v)  # (n, m): v_i(g) for g ∉ A_i
     best_out = outside.max(1, initial=0.0)
-    return _safe_ratio(np.diag(cross) + best_out, v.sum(1) / n)
+    return _safe_ratio(np.diag(cross) + best_out, v.sum(1) / n, v.sum(1))
 
 
 def propx_ratio(values, allocation) -> float:
@@ -121,7 +125,7 @@ def propx_ratio(values, allocation) -> float:
     least_out = outside.min(1, initial=np.inf)
     # no positive good outside A_i  =>  v_i(A_i) = v_i(M) >= v_i(M)/n
     lhs = np.where(np.isfinite(least_out), np.diag(cross) + least_out, np.inf)
-    return _safe_ratio(lhs, v.sum(1) / n)
+    return _safe_ratio(lhs, v.sum(1) / n, v.sum(1))
 
 
 # ----------------------------------------------------------------------------- envy
@@ -144,7 +148,7 @@ def _envy_ratio(values, allocation, mode: str) -> float:
                 drop[:, j] = np.where(np.isfinite(pos), pos, 0.0)
     rhs = cross - drop  # (n, n)
     np.fill_diagonal(rhs, 0.0)
-    return _safe_ratio(np.repeat(own[:, None], n, 1), rhs)
+    return _safe_ratio(np.repeat(own[:, None], n, 1), rhs, v.sum(1)[:, None])
 
 
 def ef_ratio(values, allocation) -> float:
@@ -217,11 +221,7 @@ def _mms_milp(v: np.ndarray, n: int, time_limit: float = 60.0) -> float:
         integrality=integrality,
         bounds=bounds,
     )
-    try:
-        res = milp(**problem, options={"mip_rel_gap": 1e-9, "time_limit": time_limit})
-    except ValueError:  # HiGHS presolve occasionally fails internally; solve without it
-        opts = {"mip_rel_gap": 1e-9, "presolve": False, "time_limit": time_limit}
-        res = milp(**problem, options=opts)
+    res = solve(problem, {"mip_rel_gap": 1e-9, "time_limit": time_limit})
     if res.status != 0 or res.x is None:
         raise RuntimeError(
             f"MMS MILP not solved to optimality within time_limit={time_limit}s ({res.message}); "
@@ -284,7 +284,7 @@ def mms_ratio(values, allocation, mms=None) -> float:
     shares = mms_values(v) if mms is None else np.asarray(mms, dtype=float)
     if shares.shape != (v.shape[0],):
         raise ValueError(f"mms must have shape ({v.shape[0]},), got {shares.shape}")
-    return _safe_ratio(np.diag(cross), shares)
+    return _safe_ratio(np.diag(cross), shares, v.sum(1))
 
 
 # ----------------------------------------------------------------------------- dispatch
@@ -307,8 +307,8 @@ def approx_ratio(values, allocation, notion: str) -> float:
 
 
 def is_fair(values, allocation, notion: str, alpha: float = 1.0) -> bool:
-    """Whether ``allocation`` is α-``notion`` (up to a 1e-9 relative tolerance)."""
-    return approx_ratio(values, allocation, notion) >= alpha - 1e-9
+    """Whether ``allocation`` is α-``notion`` (up to the relative tolerance ``RTOL``)."""
+    return approx_ratio(values, allocation, notion) >= alpha - RTOL
 
 
 # ----------------------------------------------------------------------------- references
@@ -318,7 +318,6 @@ def is_fair_ref(values, allocation, notion: str, alpha: float = 1.0, mms=None) -
     n, m = v.shape
     owner = check_owner(allocation, n, m)
     bundles = [[g for g in range(m) if owner[g] == i] for i in range(n)]
-    tol = 1e-9
 
     def val(i, S):
         return sum(v[i, g] for g in S)
@@ -326,9 +325,10 @@ def is_fair_ref(values, allocation, notion: str, alpha: float = 1.0, mms=None) -
     for i in range(n):
         mine = val(i, bundles[i])
         total = val(i, range(m))
+        tol = RTOL * total  # relative to the agent's total value
         if notion in ("prop", "prop1", "propx"):
             share = alpha * total / n
-            if mine >= share - tol * max(1.0, total):
+            if mine >= share - tol:
                 continue
             outside = [g for g in range(m) if owner[g] != i]
             if notion == "prop":

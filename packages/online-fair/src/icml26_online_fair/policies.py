@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ._tol import RTOL, close
 from .info import FrequencyPrediction, NormalizationInfo
 from .instance import Allocation, OnlineInstance
 from .notions import check_values, mms_lower_bound_lpt, mms_value
@@ -44,8 +45,6 @@ __all__ = [
     "divide_online",
     "predictions_separated",
 ]
-
-_TOL = 1e-12
 
 
 @runtime_checkable
@@ -184,7 +183,7 @@ class ThresholdGreedy(_NormalizedBase):
     def allocate(self, t: int, values) -> int:
         u = self._normalised(values)
         n = u.size
-        open_ = (self.have < 1.0 / n - _TOL) & (self.totals > 0)
+        open_ = (self.have < (1.0 - RTOL) / n) & (self.totals > 0)  # u is normalised: relative
         a = _argmax_among(u, open_) if open_.any() else int(np.argmax(u))
         self.have[a] += u[a]
         return a
@@ -229,7 +228,7 @@ class CappedGreedy(_NormalizedBase):
 
     def allocate(self, t: int, values) -> int:
         u = self._normalised(values)
-        eligible = (self.have + u <= self.cap + 1e-12) & (self.totals > 0)
+        eligible = (self.have + u <= self.cap * (1.0 + RTOL)) & (self.totals > 0)
         a = _argmax_among(u, eligible) if eligible.any() else int(np.argmax(u))
         self.have[a] += u[a]
         return a
@@ -305,7 +304,7 @@ class MMSThresholdGreedy:
         live = self.share > 0
         safe = np.where(live, self.share, 1.0)
         c = np.where(live, np.minimum(v, safe) / safe, 0.0)
-        open_ = live & (self.have < self.share / v.size - _TOL)
+        open_ = live & (self.have < self.share * (1.0 - RTOL) / v.size)  # relative to the share
         a = _argmax_among(c, open_) if open_.any() else int(np.argmax(v / safe))
         self.have[a] += v[a]
         return a
@@ -321,7 +320,7 @@ def _rel_distance(v: np.ndarray, pred: np.ndarray) -> np.ndarray:
     """d_k = max_i |p̂_ik - v_i| / v_i (0/0 = 0, x/0 = inf): within the ε band iff d_k <= ε."""
     diff = np.abs(pred - v[:, None])  # (n, K)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(diff <= _TOL, 0.0, diff / v[:, None])
+        rel = np.where(close(pred, v[:, None], v[:, None]), 0.0, diff / v[:, None])
     rel = np.where(np.isnan(rel), np.inf, rel)
     return rel.max(0)
 
@@ -340,7 +339,7 @@ def predictions_separated(pred_values, eps: float) -> bool:
             zero_mismatch = np.any((x == 0) != (y == 0))
             both = (x > 0) & (y > 0)
             r = y[both] / x[both]
-            if not zero_mismatch and np.all((r >= lo - _TOL) & (r <= hi + _TOL)):
+            if not zero_mismatch and np.all((r >= lo * (1 - RTOL)) & (r <= hi * (1 + RTOL))):
                 return False
     return True
 
