@@ -33,6 +33,7 @@ EXPECTED_ALL = [
     "mms_ratio",
     "mms_value",
     "mms_values",
+    "overshoot_instance",
     "predictions_separated",
     "prop1_ratio",
     "prop_ratio",

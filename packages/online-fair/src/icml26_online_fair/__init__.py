@@ -9,6 +9,7 @@ from .adversary import (
     adversary_search,
     exhaustive_check,
     game_value,
+    overshoot_instance,
     worst_order,
 )
 from .fairpyx_adapter import fairpyx_offline
@@ -78,6 +79,7 @@ __all__ = [
     "mms_ratio",
     "mms_value",
     "mms_values",
+    "overshoot_instance",
     "predictions_separated",
     "prop1_ratio",
     "prop_ratio",

@@ -30,7 +30,14 @@ from .instance import OnlineInstance
 from .notions import approx_ratio, mms_ratio, mms_value
 from .policies import OnlinePolicy, divide_online
 
-__all__ = ["OptimalGridPolicy", "adversary_search", "exhaustive_check", "game_value", "worst_order"]
+__all__ = [
+    "OptimalGridPolicy",
+    "adversary_search",
+    "exhaustive_check",
+    "game_value",
+    "overshoot_instance",
+    "worst_order",
+]
 
 
 def _ratio_fn(notion: str) -> Callable[[np.ndarray, np.ndarray], float]:
@@ -60,6 +67,43 @@ def _check_nm(n, m):
         raise ValueError(f"n must be a positive integer, got {n!r}")
     if not isinstance(m, (int, np.integer)) or m < 1:
         raise ValueError(f"m must be a positive integer, got {m!r}")
+
+
+def overshoot_instance(n: int, k: int | None = None, delta: float = 0.01) -> OnlineInstance:
+    """The cap-overshoot family: an instance (values in arrival order, every agent's total = 1)
+    on which a normalization policy that lets agents overshoot the share 1/n fails PROP1.
+
+    Agent n-1 is the victim. For each other agent j, k goods arrive in a row, each worth
+    u = 2 / (n (2k - 1)) to j, w = min(u, 1/((n-1) k)) (1 - δ) to the victim and 0 to the
+    rest; then one good per j carrying j's remaining value 1 - k u, and one good carrying the
+    victim's remaining value. A rule that admits j while ``have + u/2 <= 1/n`` (half the
+    overshoot guard) gives j all k goods (j ends at 1/n + u/2), so the victim values the others'
+    bundles at (n-1) k w and ends with PROP1 ratio about n w (k = n // 2: 0.70 at n = 4, 0.67
+    at n = 5, 0.46 at n = 6; n <= 3 has no room and stays PROP1). ``CappedGreedy`` (have + u <= 1/n) refuses j her
+    k-th good while the victim still needs it, and stays PROP1 (tested)."""
+    if not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n must be an integer >= 2, got {n!r}")
+    k = max(n // 2, 1) if k is None else k
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    u = 2.0 / (n * (2 * k - 1))  # j's value per good: k-1 goods + u/2 reach 1/n exactly
+    w = min(u, 1.0 / ((n - 1) * k)) * (1 - delta)  # the victim's, < u; her total stays <= 1
+    cols = []
+    for j in range(n - 1):
+        for _ in range(k):
+            c = np.zeros(n)
+            c[j], c[n - 1] = u, w
+            cols.append(c)
+    for j in range(n - 1):
+        c = np.zeros(n)
+        c[j] = 1.0 - k * u
+        cols.append(c)
+    c = np.zeros(n)
+    c[n - 1] = 1.0 - (n - 1) * k * w
+    cols.append(c)
+    return OnlineInstance(np.stack(cols, 1))
 
 
 def worst_order(policy: OnlinePolicy, instance: OnlineInstance, info=None, notion: str = "prop1"):

@@ -1,0 +1,102 @@
+"""Tests with power at n >= 4: the cap-overshoot family, perturbations of it, the adversary with
+totals at n = 4, and planted bugs that the harness must catch (each guarantee's test is run
+against a deliberately broken policy and has to report the violation)."""
+
+import icml26_online_fair as of
+import numpy as np
+import pytest
+
+
+def _norm(inst):
+    return of.NormalizationInfo.exact(inst)
+
+
+class HalfCapGreedy(of.CappedGreedy):
+    """Planted bug (issue 31): eligibility have + u/2 <= cap instead of have + u <= cap.
+    PROP1 for n <= 3, not for n >= 4."""
+
+    def allocate(self, t, values):
+        u = self._normalised(values)
+        eligible = (self.have + u / 2 <= self.cap * (1 + 1e-9)) & (self.totals > 0)
+        a = int(np.argmax(np.where(eligible, u, -np.inf))) if eligible.any() else int(np.argmax(u))
+        self.have[a] += u[a]
+        return a
+
+
+def _perturbed_overshoot(rng, n):
+    """An overshoot instance with the victim's values jittered down (her slack moved to her last
+    good), agents relabelled and the number of goods per agent varied."""
+    inst = of.overshoot_instance(
+        n, k=int(rng.integers(2, n // 2 + 1)), delta=float(rng.uniform(0.002, 0.05))
+    )
+    v = inst.values.copy()
+    v[n - 1, :-1] *= rng.uniform(0.9, 1.0, inst.m - 1)
+    v[n - 1, -1] = 1.0 - v[n - 1, :-1].sum()
+    return of.OnlineInstance(v[rng.permutation(n)])
+
+
+def test_overshoot_family_catches_the_half_cap_bug_from_n_4():
+    expected = {4: 0.70, 5: 0.67, 6: 0.46}
+    for n in range(2, 9):
+        inst = of.overshoot_instance(n)
+        good = of.divide_online(of.CappedGreedy(), inst, _norm(inst))
+        bad = of.divide_online(HalfCapGreedy(), inst, _norm(inst))
+        assert of.prop1_ratio(inst.values, good) == 1.0
+        if n <= 3:
+            assert of.prop1_ratio(inst.values, bad) == 1.0  # no room below n = 4
+        else:
+            assert of.prop1_ratio(inst.values, bad) < 0.75
+        if n in expected:
+            assert of.prop1_ratio(inst.values, bad) == pytest.approx(expected[n], abs=0.01)
+    # ThresholdGreedy overshoots too: the family refutes it beyond its n = 3 counterexample
+    inst = of.overshoot_instance(4)
+    assert (
+        of.prop1_ratio(inst.values, of.divide_online(of.ThresholdGreedy(), inst, _norm(inst))) < 1
+    )
+
+
+def test_the_old_small_grids_could_not_see_the_half_cap_bug():
+    # why the family is needed: the n = 2, 3 exhaustive grids pass the planted bug
+    for n, m, grid in [(2, 4, [0, 1, 2]), (3, 3, [0, 1])]:
+        assert of.exhaustive_check(HalfCapGreedy(), n, m, grid, "prop1", _norm)[0] == 1.0
+
+
+def test_capped_greedy_on_perturbed_overshoot_instances():
+    rng = np.random.default_rng(0)
+    caught = 0
+    for _ in range(40):
+        inst = _perturbed_overshoot(rng, int(rng.integers(4, 8)))
+        assert (
+            of.prop1_ratio(inst.values, of.divide_online(of.CappedGreedy(), inst, _norm(inst)))
+            == 1.0
+        )
+        caught += (
+            of.prop1_ratio(inst.values, of.divide_online(HalfCapGreedy(), inst, _norm(inst))) < 1
+        )
+    assert caught >= 25  # 28 of 40 at this seed
+
+
+@pytest.mark.parametrize("n", [4, 5])
+def test_capped_greedy_prop1_at_n_4_and_5_random_orders_and_blocks(n):
+    # the family's goods in random arrival orders: still PROP1
+    rng = np.random.default_rng(n)
+    inst = of.overshoot_instance(n)
+    for _ in range(60):
+        shuffled = inst.with_order(rng.permutation(inst.m))
+        alloc = of.divide_online(of.CappedGreedy(), shuffled, _norm(shuffled))
+        assert of.prop1_ratio(inst.values, alloc) == 1.0
+
+
+def test_adversary_with_totals_at_n_4():
+    r, values, owner = of.adversary_search(
+        of.CappedGreedy(), 4, 4, [0, 1], "prop1", totals=[2, 2, 2, 2]
+    )
+    assert r == 1.0
+    assert np.allclose(values.sum(1), 2)
+
+
+@pytest.mark.slow
+def test_adversary_with_totals_at_n_4_larger():
+    r, _, _ = of.adversary_search(of.CappedGreedy(), 4, 5, [0, 1], "prop1", totals=[3, 3, 3, 3])
+    assert r == 1.0
+    assert of.exhaustive_check(of.CappedGreedy(), 4, 3, [0, 1, 2], "prop1", _norm)[0] == 1.0
