@@ -88,7 +88,7 @@ def test_capped_greedy_prop1_at_n_4_and_5_random_orders_and_blocks(n):
 
 
 def test_adversary_with_totals_at_n_4():
-    r, values, owner = of.adversary_search(
+    r, values, _ = of.adversary_search(
         of.CappedGreedy(), 4, 4, [0, 1], "prop1", totals=[2, 2, 2, 2]
     )
     assert r == 1.0

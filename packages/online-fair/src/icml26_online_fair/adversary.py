@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from functools import cache
 
 import numpy as np
 
+from ._tol import RTOL
 from .info import NormalizationInfo
 from .instance import OnlineInstance
 from .notions import approx_ratio, mms_ratio, mms_value
@@ -60,6 +62,24 @@ def _check_grid(grid) -> np.ndarray:
     if g.ndim != 1 or g.size < 1 or np.any(g < 0) or not np.all(np.isfinite(g)):
         raise ValueError(f"grid must be a non-empty 1-D set of non-negative values, got {grid!r}")
     return g
+
+
+def _n_vectors(n, grid) -> int:
+    return len(np.unique(np.asarray(grid, dtype=float))) ** n
+
+
+def _guard_game(n, m, grid, max_states):
+    """Refuse a minimax search whose memo (multisets of m (vector, owner) pairs) would exceed
+    ``max_states`` entries, with the estimate in the message (before any work)."""
+    _check_nm(n, m)
+    _check_grid(grid)
+    est = math.comb(_n_vectors(n, grid) * n + m - 1, m)
+    if est > max_states:
+        raise ValueError(
+            f"game search too large: about {est:.3g} states for n={n}, m={m}, "
+            f"{_n_vectors(n, grid)} value vectors (max_states={max_states}); shrink n, m or "
+            "the grid, or raise max_states"
+        )
 
 
 def _check_nm(n, m):
@@ -108,6 +128,8 @@ def overshoot_instance(n: int, k: int | None = None, delta: float = 0.01) -> Onl
 
 def worst_order(policy: OnlinePolicy, instance: OnlineInstance, info=None, notion: str = "prop1"):
     """Min ratio over all arrival orders of ``instance`` (m <= 9). Returns (ratio, order)."""
+    if not isinstance(instance, OnlineInstance):
+        raise TypeError(f"instance must be an OnlineInstance, got {type(instance).__name__}")
     if instance.m > 9:
         raise ValueError(f"worst_order enumerates m! orders; m must be <= 9, got {instance.m}")
     ratio = _ratio_fn(notion)
@@ -128,12 +150,21 @@ def exhaustive_check(
     notion: str,
     make_info: Callable[[OnlineInstance], object] | None = None,
     orders: bool = True,
+    max_cases: int = 2_000_000,
 ):
     """Min ratio over every instance whose values lie on ``grid`` (each multiset of value vectors
     once) and every arrival order of it. ``make_info(instance)`` builds the information the policy
-    gets (None: no information). Returns (ratio, worst instance in arrival order)."""
+    gets (None: no information). Refuses (ValueError) when the number of (instance, order) runs,
+    about C(V + m - 1, m) m! for V = |grid|^n vectors, exceeds ``max_cases``.
+    Returns (ratio, worst instance in arrival order)."""
     _check_nm(n, m)
     g = _check_grid(grid)
+    est = math.comb(g.size**n + m - 1, m) * (math.factorial(m) if orders else 1)
+    if est > max_cases:
+        raise ValueError(
+            f"exhaustive_check too large: about {est:.3g} runs for n={n}, m={m}, "
+            f"{g.size} grid values (max_cases={max_cases}); shrink n, m or the grid"
+        )
     vectors = [np.array(x) for x in itertools.product(g, repeat=n)]
     ratio = _ratio_fn(notion)
     best, arg = 2.0, None
@@ -156,14 +187,21 @@ def adversary_search(
     grid: Sequence[float],
     notion: str = "prop1",
     totals: Sequence[float] | None = None,
+    max_nodes: float = 1e8,
 ):
     """Adaptive adversary: depth-first over the next good's value vector (each agent's value on
     ``grid``), replaying the policy from copied states. With ``totals`` (integers, grid = 0..K
     integers) only sequences that end exactly at those totals are played and the policy is reset
     with ``NormalizationInfo(totals)``. Returns (worst ratio, values (n, m) in arrival order,
-    owner (m,)); the search stops early once it reaches ratio 0."""
+    owner (m,)); the search stops early once it reaches ratio 0. Refuses (ValueError) when the
+    tree, |grid|^(n m) leaves, exceeds ``max_nodes``."""
     _check_nm(n, m)
     g = _check_grid(grid)
+    if float(g.size) ** (n * m) > max_nodes:
+        raise ValueError(
+            f"adversary_search too large: {g.size}^{n * m} = {float(g.size) ** (n * m):.3g} "
+            f"leaves for n={n}, m={m} (max_nodes={max_nodes}); shrink n, m or the grid"
+        )
     vectors = [np.array(x) for x in itertools.product(g, repeat=n)]
     info = None
     if totals is not None:
@@ -180,14 +218,15 @@ def adversary_search(
     def feasible(remaining, left):
         if totals is None:
             return True
-        return bool(np.all(remaining >= -1e-9) and np.all(remaining <= left * gmax + 1e-9))
+        slack = RTOL * (1.0 + np.abs(tot))
+        return bool(np.all(remaining >= -slack) and np.all(remaining <= left * gmax + slack))
 
     def dfs(pol, cols, owners, remaining):
         if best["r"] <= 0.0:
             return
         t = len(cols)
         if t == m:
-            if totals is not None and np.any(np.abs(remaining) > 1e-9):
+            if totals is not None and np.any(np.abs(remaining) > RTOL * (1.0 + np.abs(tot))):
                 return
             values = np.stack(cols, 1)
             r = ratio(values, np.array(owners))
@@ -211,11 +250,15 @@ def adversary_search(
 class _Game:
     """The online game on a grid, solved lazily with memoisation (see ``game_value``)."""
 
-    def __init__(self, n, m, grid, notion, totals):
+    def __init__(self, n, m, grid, notion, totals, remainder=False):
         _check_nm(n, m)
         g = _check_grid(grid)
+        if remainder and totals is None:
+            raise ValueError("remainder=True needs totals (the last good carries what is left)")
+        self.remainder = remainder
         self.n, self.m = n, m
-        self.vectors = [tuple(x) for x in itertools.product(g, repeat=n)]
+        self.vectors = [tuple(float(y) for y in x) for x in itertools.product(g, repeat=n)]
+        self.grid_vectors = tuple(self.vectors)  # the adversary's moves (remainders appended)
         self.index = {v: k for k, v in enumerate(self.vectors)}
         self.ratio = _ratio_fn(notion)
         self.gmax = g.max()
@@ -243,11 +286,18 @@ class _Game:
                 (np.array(vectors[k], dtype=float) for k, _ in state), np.zeros(n)
             )
         worst, worst_move = np.inf, None
-        for k, vec in enumerate(vectors):
+        moves: Sequence[int] = range(len(self.grid_vectors))
+        if self.remainder and t == m - 1:  # the last good carries exactly what is left
+            assert remaining is not None
+            moves = [self._vector_index(tuple(float(x) for x in remaining))]
+        for k in moves:
+            vec = vectors[k]
             if remaining is not None:
                 rem = remaining - np.array(vec)
                 left = m - t - 1
-                if np.any(rem < -1e-9) or np.any(rem > left * self.gmax + 1e-9):
+                cap = np.inf if self.remainder else left * self.gmax
+                slack = RTOL * (1.0 + self.tot)  # integer-valued grids: round-off only
+                if np.any(rem < -slack) or np.any(rem > cap + slack):
                     continue
             best, best_a = self.reply(state, k)
             if not np.isfinite(best):  # this vector cannot be completed to the totals
@@ -262,6 +312,12 @@ class _Game:
             out = (float(worst), worst_move)
         memo[state] = out
         return out
+
+    def _vector_index(self, vec: tuple) -> int:
+        if vec not in self.index:
+            self.index[vec] = len(self.vectors)
+            self.vectors.append(vec)
+        return self.index[vec]
 
     def reply(self, state: tuple, k: int) -> tuple[float, int]:
         """The algorithm's best owner for vector ``k`` after ``state`` and the value it secures."""
@@ -281,6 +337,8 @@ def game_value(
     grid: Sequence[float],
     notion: str = "prop1",
     totals: Sequence[float] | None = None,
+    remainder: bool = False,
+    max_states: int = 50_000_000,
 ) -> tuple[float, list]:
     """Minimax value of the online game on a grid: the adversary picks each good's value vector,
     then the algorithm picks its owner; payoff = the final α-``notion`` ratio. With ``totals``
@@ -290,8 +348,26 @@ def game_value(
     (ratios are order-free and the future does not depend on the order), so states are memoised
     on that multiset; this is exact for deterministic algorithms, which may use the full history.
     ``optimal_policy`` plays the maximising replies, so it attains the value (tested).
-    Returns (value, principal variation [(vector, owner), ...])."""
-    game = _Game(n, m, grid, notion, totals)
+
+    ``remainder=True`` (with ``totals``): the last good carries exactly what is left of every
+    total, any non-negative vector, not only grid points. Exact totals on a coarse grid with
+    fixed m leave the adversary no room (the old searches returned 1 or non-monotone values
+    for MMS); with the remainder the adversary's values are continuous in the last good. Every
+    play is a legal instance with those totals, so the value is a *certified* upper bound on
+    what any deterministic online algorithm with normalization information guarantees, and it
+    can only fall as m grows or the grid is refined by a factor (tested). For MMS, n = 2 it gives
+    5/6 (m = 3) and 2/3 (m = 4); the known optimum is 1/2 (Zhou, Bai & Wu 2023), reached only
+    as m grows, beyond what this exhaustive search solves.
+
+    ``max_states`` guards the memo size: a ValueError names the estimate before any search.
+    Returns (value, principal variation [(vector, owner), ...]).
+
+    >>> value, pv = game_value(2, 3, range(13), "mms", totals=[12, 12], remainder=True)
+    >>> round(value, 4)
+    0.8333
+    """
+    _guard_game(n, m, grid, max_states)
+    game = _Game(n, m, grid, notion, totals, remainder)
     v, _ = game.value(())
     if not np.isfinite(v):
         raise ValueError("no instance on this grid reaches the given totals in m goods")
@@ -311,8 +387,11 @@ class OptimalGridPolicy:
     (exactly ``m`` goods; with ``totals``, instances with exactly those totals). ``value`` is the
     ratio it guarantees, which no deterministic online algorithm can beat on that grid."""
 
-    def __init__(self, n, m, grid, notion="prop1", totals=None):
-        self.game = _Game(n, m, grid, notion, totals)
+    def __init__(
+        self, n, m, grid, notion="prop1", totals=None, remainder=False, max_states=50_000_000
+    ):
+        _guard_game(n, m, grid, max_states)
+        self.game = _Game(n, m, grid, notion, totals, remainder)
         self.value, _ = self.game.value(())
         if not np.isfinite(self.value):
             raise ValueError("no instance on this grid reaches the given totals in m goods")
@@ -329,11 +408,12 @@ class OptimalGridPolicy:
 
     def allocate(self, t: int, values) -> int:
         key = tuple(float(x) for x in np.asarray(values, dtype=float))
-        if key not in self.game.index:
-            raise ValueError(f"values {key} are not on the policy's grid")
         if len(self.state) >= self.game.m:
             raise RuntimeError(f"the policy was solved for m = {self.game.m} goods")
-        k = self.game.index[key]
+        last = self.game.remainder and len(self.state) == self.game.m - 1
+        if key not in self.game.index and not last:
+            raise ValueError(f"values {key} are not on the policy's grid")
+        k = self.game._vector_index(key) if last else self.game.index[key]
         _, a = self.game.reply(self.state, k)
         self.state = tuple(sorted((*self.state, (k, a))))
         return int(a)

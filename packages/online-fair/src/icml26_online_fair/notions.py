@@ -50,9 +50,32 @@ NOTIONS = ("ef", "ef1", "efx", "prop", "prop1", "propx", "mms")
 
 
 # ----------------------------------------------------------------------------- validation
-def check_values(values, name: str = "values") -> np.ndarray:
-    """Return ``values`` as a float (n, m) array of finite non-negative numbers (goods)."""
-    arr = np.asarray(values, dtype=float)
+def as_valuations(values, name: str = "values") -> tuple[np.ndarray, list | None, list | None]:
+    """(values (n, m) float array, agent names or None, item names or None).
+
+    Accepts an (n, m) array-like; fairpyx's ``valuations`` dict {agent: {item: value}} (an item
+    missing from an agent's dict is worth 0 to her); {agent: [value per item]}; or a fairpyx
+    ``Instance`` (anything with ``agents``, ``items`` and ``agent_item_value``). Names keep the
+    input's order."""
+    agents = items = None
+    if all(hasattr(values, a) for a in ("agents", "items", "agent_item_value")):  # fairpyx
+        agents, items = list(values.agents), list(values.items)
+        values = [[values.agent_item_value(a, g) for g in items] for a in agents]
+    elif isinstance(values, dict):
+        agents = list(values)
+        rows = [values[a] for a in agents]
+        if rows and all(isinstance(r, dict) for r in rows):
+            items = list(dict.fromkeys(g for r in rows for g in r))
+            values = [[r.get(g, 0.0) for g in items] for r in rows]
+        else:
+            values = rows
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"{name} must be an (n_agents, n_goods) array, a {{agent: {{item: value}}}} dict or "
+            f"a fairpyx Instance; got {type(values).__name__}"
+        ) from err
     if arr.ndim != 2:
         raise ValueError(f"{name} must be a 2-D (n_agents, n_goods) array, got shape {arr.shape}")
     if arr.shape[0] < 1:
@@ -61,12 +84,38 @@ def check_values(values, name: str = "values") -> np.ndarray:
         raise ValueError(f"{name} must be finite")
     if np.any(arr < 0):
         raise ValueError(f"{name} must be non-negative: this package handles goods, not chores")
-    return arr
+    return arr, agents, items
 
 
-def check_owner(owner, n: int, m: int) -> np.ndarray:
-    """Return the allocation as an int (m,) array of agent indices in [0, n)."""
+def check_values(values, name: str = "values") -> np.ndarray:
+    """Return ``values`` as a float (n, m) array of finite non-negative numbers (goods); any
+    input ``as_valuations`` accepts (array, fairpyx valuations dict, fairpyx Instance)."""
+    return as_valuations(values, name)[0]
+
+
+def check_owner(owner, n: int, m: int, agents=None, items=None) -> np.ndarray:
+    """Return the allocation as an int (m,) array of agent indices in [0, n).
+
+    Accepts an owner vector (m,), an ``Allocation``, or a bundle dict {agent: [items]} (fairpyx's
+    ``divide`` output; names as in ``agents`` / ``items``, else indices); each item exactly once."""
     owner = getattr(owner, "owner", owner)  # accept an Allocation
+    if isinstance(owner, dict):
+        agent_ix = {a: k for k, a in enumerate(range(n) if agents is None else agents)}
+        item_ix = {g: k for k, g in enumerate(range(m) if items is None else items)}
+        out = np.full(m, -1, dtype=np.int64)
+        for a, bundle in owner.items():
+            if a not in agent_ix:
+                raise ValueError(f"allocation names an unknown agent {a!r}")
+            for g in bundle:
+                if g not in item_ix:
+                    raise ValueError(f"allocation names an unknown item {g!r}")
+                if out[item_ix[g]] >= 0:
+                    raise ValueError(f"allocation gives item {g!r} to two agents")
+                out[item_ix[g]] = agent_ix[a]
+        if np.any(out < 0):
+            missing = [list(item_ix)[k] for k in np.flatnonzero(out < 0)]
+            raise ValueError(f"allocation leaves items {missing} unallocated")
+        return out
     arr = np.asarray(owner)
     if arr.shape != (m,):
         raise ValueError(
@@ -78,9 +127,9 @@ def check_owner(owner, n: int, m: int) -> np.ndarray:
 
 
 def _prepare(values, allocation):
-    v = check_values(values)
+    v, agents, items = as_valuations(values)
     n, m = v.shape
-    owner = check_owner(allocation, n, m)
+    owner = check_owner(allocation, n, m, agents, items)
     onehot = np.zeros((n, m))
     onehot[owner, np.arange(m)] = 1.0  # (n, m): onehot[j, g] = [g ∈ A_j]
     cross = v @ onehot.T  # (n, n): cross[i, j] = v_i(A_j)

@@ -57,12 +57,40 @@ class OnlinePolicy(Protocol):
 
 
 def divide_online(
-    policy: OnlinePolicy, instance: OnlineInstance, info=None, validate: bool = True
+    policy: OnlinePolicy,
+    instance=None,
+    info=None,
+    validate: bool = True,
+    *,
+    valuations=None,
+    order=None,
 ) -> Allocation:
-    """Run ``policy`` on ``instance`` good by good; ``info`` is checked against the instance first
-    (``validate=False`` skips that, e.g. to feed deliberately wrong predictions)."""
-    if not isinstance(instance, OnlineInstance):
-        raise TypeError(f"instance must be an OnlineInstance, got {type(instance).__name__}")
+    """Run ``policy`` on the goods good by good, mirroring ``fairpyx.divide(algorithm, instance,
+    valuations=...)``: pass an ``OnlineInstance``, a fairpyx ``Instance``, or ``valuations``
+    (an (n, m) array or fairpyx's {agent: {item: value}} dict) with an optional arrival
+    ``order`` (default: item order). ``info`` is checked against the instance first
+    (``validate=False`` skips that, e.g. to feed deliberately wrong predictions). The result's
+    ``to_dict()`` is {agent: [items]} in the input's names.
+
+    >>> import icml26_online_fair as of
+    >>> values = {"Ann": {"x": 5, "y": 1, "z": 3}, "Bob": {"x": 4, "y": 4, "z": 1}}
+    >>> of.divide_online(of.GreedyPolicy(), valuations=values).to_dict()
+    {'Ann': ['x', 'z'], 'Bob': ['y']}
+    """
+    if (instance is None) == (valuations is None):
+        raise TypeError("pass exactly one of instance= and valuations=")
+    if valuations is not None:
+        instance = OnlineInstance(valuations, order)
+    elif not isinstance(instance, OnlineInstance):
+        if all(hasattr(instance, a) for a in ("agents", "items", "agent_item_value")):
+            instance = OnlineInstance(instance, order)  # a fairpyx Instance
+        else:
+            raise TypeError(
+                f"instance must be an OnlineInstance or a fairpyx Instance, got "
+                f"{type(instance).__name__} (or pass valuations=)"
+            )
+    elif order is not None:
+        instance = instance.with_order(order)
     if not isinstance(policy, OnlinePolicy):
         raise TypeError(
             f"policy must implement reset(info) and allocate(t, values), got {policy!r}"
@@ -80,7 +108,7 @@ def divide_online(
             )
         owner[g] = int(a)
         history.append((t, g, int(a)))
-    return Allocation(owner, instance.n, tuple(history))
+    return Allocation(owner, instance.n, tuple(history), instance.agents, instance.items)
 
 
 def _vector(values) -> np.ndarray:
