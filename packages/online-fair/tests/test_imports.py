@@ -25,6 +25,7 @@ EXPECTED_ALL = [
     "envy_cycle_elimination",
     "exhaustive_check",
     "fairpyx_offline",
+    "fairpyx_online",
     "game_value",
     "is_fair",
     "max_mms_ratio",

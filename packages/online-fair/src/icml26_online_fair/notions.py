@@ -349,7 +349,14 @@ _RATIO = {
 
 
 def approx_ratio(values, allocation, notion: str) -> float:
-    """Largest α in [0, 1] for which ``allocation`` is α-``notion`` (one of NOTIONS)."""
+    """Largest α in [0, 1] for which ``allocation`` is α-``notion`` (one of NOTIONS).
+
+    >>> values = {"Ann": {"x": 4, "y": 2, "z": 2}, "Bob": {"x": 3, "y": 3, "z": 0}}
+    >>> approx_ratio(values, {"Ann": ["x"], "Bob": ["y", "z"]}, "ef")
+    1.0
+    >>> approx_ratio(values, {"Ann": ["z"], "Bob": ["x", "y"]}, "prop")  # 2 of a 4 share
+    0.5
+    """
     if notion not in _RATIO:
         raise ValueError(f"notion must be one of {NOTIONS}, got {notion!r}")
     return _RATIO[notion](values, allocation)
