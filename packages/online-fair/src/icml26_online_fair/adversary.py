@@ -259,12 +259,15 @@ class _Game:
         self.n, self.m = n, m
         self.vectors = [tuple(float(y) for y in x) for x in itertools.product(g, repeat=n)]
         self.grid_vectors = tuple(self.vectors)  # the adversary's moves (remainders appended)
+        self.grid_array = np.array(self.grid_vectors, dtype=float).reshape(-1, n)  # (V, n)
         self.index = {v: k for k, v in enumerate(self.vectors)}
         self.ratio = _ratio_fn(notion)
         self.gmax = g.max()
         self.tot = None if totals is None else np.asarray(totals, dtype=float)
         if self.tot is not None and self.tot.shape != (n,):
             raise ValueError(f"totals must have shape ({n},), got {self.tot.shape}")
+        # feasibility slack for "totals still reachable": round-off only, relative to the totals
+        self.slack = 0.0 if self.tot is None else RTOL * (1.0 + np.abs(self.tot))
         self.memo: dict = {}
 
     def value(self, state: tuple) -> tuple[float, tuple | None]:
@@ -290,15 +293,12 @@ class _Game:
         if self.remainder and t == m - 1:  # the last good carries exactly what is left
             assert remaining is not None
             moves = [self._vector_index(tuple(float(x) for x in remaining))]
+        elif remaining is not None:  # grid moves that keep the totals reachable (vectorised)
+            rem = remaining[None, :] - self.grid_array  # (V, n)
+            cap = np.inf if self.remainder else (m - t - 1) * self.gmax
+            ok = np.all((rem >= -self.slack) & (rem <= cap + self.slack), 1)
+            moves = np.flatnonzero(ok).tolist()
         for k in moves:
-            vec = vectors[k]
-            if remaining is not None:
-                rem = remaining - np.array(vec)
-                left = m - t - 1
-                cap = np.inf if self.remainder else left * self.gmax
-                slack = RTOL * (1.0 + self.tot)  # integer-valued grids: round-off only
-                if np.any(rem < -slack) or np.any(rem > cap + slack):
-                    continue
             best, best_a = self.reply(state, k)
             if not np.isfinite(best):  # this vector cannot be completed to the totals
                 continue
