@@ -100,3 +100,35 @@ def test_adversary_with_totals_at_n_4_larger():
     r, _, _ = of.adversary_search(of.CappedGreedy(), 4, 5, [0, 1], "prop1", totals=[3, 3, 3, 3])
     assert r == 1.0
     assert of.exhaustive_check(of.CappedGreedy(), 4, 3, [0, 1, 2], "prop1", _norm)[0] == 1.0
+
+
+def _noisy_overshoot(eps, k=40, delta=0.002):
+    """n = 3, totals all 1 but predicted as 1 + ε: two agents take small goods (a each) the victim
+    values at a (1 - δ) until their normalised bundle reaches the cap; the victim's rest arrives
+    last. Without slack each taker ends at (1 + ε)/3 of her true total."""
+    a = (1 + eps) / 3 / k * (1 - 1e-6)
+    cols = []
+    for j in (0, 1):
+        for _ in range(k):
+            c = np.zeros(3)
+            c[j], c[2] = a, a * (1 - delta)
+            cols.append(c)
+    for j in (0, 1):
+        c = np.zeros(3)
+        c[j] = 1 - k * a
+        cols.append(c)
+    cols.append(np.array([0.0, 0.0, 1 - 2 * k * a * (1 - delta)]))
+    inst = of.OnlineInstance(np.stack(cols, 1))
+    return inst, of.NormalizationInfo(inst.values.sum(1) * (1 + eps), eps)
+
+
+@pytest.mark.parametrize("eps", [0.2, 0.25, 0.3])
+def test_noisy_totals_need_the_slack(eps):
+    # the robust cap 1/(n(1+ε)) keeps (1-ε)/(1+ε)-PROP1; a cap that ignores the declared error
+    # (the planted bug "slack = 0") falls below it at n = 3, and only keeps its own weaker bound
+    inst, info = _noisy_overshoot(eps)
+    robust = of.prop1_ratio(inst.values, of.divide_online(of.CappedGreedy(), inst, info))
+    naive = of.prop1_ratio(inst.values, of.divide_online(of.CappedGreedy(slack=0.0), inst, info))
+    assert robust >= of.CappedGreedy.guarantee(3, eps)[1] - 1e-9
+    assert naive < (1 - eps) / (1 + eps)
+    assert naive >= of.CappedGreedy.guarantee(3, eps, slack=0.0)[1] - 1e-9
