@@ -276,7 +276,9 @@ def games(quick: bool):
     rows = []
     for model, notion, n, m, grid, totals in specs:
         t0 = time.time()
-        v, pv = of.game_value(n, m, grid, notion, totals=totals, remainder=totals is not None)
+        v, pv = of.game_value(
+            n, m, grid, notion, totals=totals, remainder=totals is not None, max_states=10**9
+        )
         line = " ".join(
             f"{tuple(round(float(x), 3) for x in vec)}→{a}" for vec, a in pv if vec.any()
         )

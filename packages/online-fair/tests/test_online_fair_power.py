@@ -132,3 +132,14 @@ def test_noisy_totals_need_the_slack(eps):
     assert robust >= of.CappedGreedy.guarantee(3, eps)[1] - 1e-9
     assert naive < (1 - eps) / (1 + eps)
     assert naive >= of.CappedGreedy.guarantee(3, eps, slack=0.0)[1] - 1e-9
+
+
+def test_mms_threshold_greedy_closes_agents_at_share_over_n():
+    # agent 0 takes g1 (worth 0.61 of her share) and would go on to take g2 if she stayed open
+    # until her full share (a planted bug: threshold ŝ instead of ŝ/n); agent 1 would then end
+    # with 0.4 of her MMS. The 1/n threshold closes agent 0 after g1, in every arrival order.
+    v = np.array([[0.61, 1.0, 0.0, 0.39], [0.6, 1.0, 0.4, 0.0]])
+    inst = of.OnlineInstance(v)
+    pred = of.FrequencyPrediction(v, "per_agent")
+    r, _ = of.worst_order(of.MMSThresholdGreedy(mms="exact"), inst, pred, "mms")
+    assert r >= 0.5 - 1e-9
