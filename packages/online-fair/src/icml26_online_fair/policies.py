@@ -286,7 +286,10 @@ class MMSThresholdGreedy:
     went to an open j with c_j(g) >= c_i(g); j's bundle before its last good is < 1/n to j and the
     last good counts <= 1, so c_i(A_j) <= c_j(A_j) < 1/n + 1. Then
     n <= sum_g c_i(g) < 1/n + (n-1)(1/n + 1) = n, a contradiction. Predictions off by (1±ε)
-    change ŝ_i by the same factor, which the 1/(1+s) deflation absorbs.
+    change ŝ_i by the same factor, which the 1/(1+s) deflation absorbs. (The cap only changes
+    tie-breaking: without it, removing the n-1 "last goods" from M leaves one of i's MMS bundles
+    intact, which gives the same 1/n bound; a planted "no cap" mutant passes every test for
+    that reason. Closing agents at ŝ_j/n, not ŝ_j, is what the bound needs, and is tested.)
     """
 
     def __init__(self, slack: float | None = None, mms: str = "auto", time_limit: float = 2.0):
