@@ -114,3 +114,53 @@ def test_search_arguments_are_validated():
         of.game_value(2, 2, [0, 1], "prop1", totals=[5, 1])
     with pytest.raises(ValueError, match="m must be <= 9"):
         of.worst_order(of.GreedyPolicy(), of.random_instance(2, 10, rng=0))
+
+
+# ----------------------------------------------------------------------------- certified, normalized
+def _pv_instance(pv):
+    return np.stack([x for x, _ in pv], 1), np.array([a for _, a in pv])
+
+
+def test_remainder_game_certifies_mms_impossibility_with_normalization():
+    # the last good carries exactly what is left: every play is a legal instance with totals
+    # (12, 12), so 5/6 bounds every deterministic algorithm
+    value, pv = of.game_value(2, 3, range(13), "mms", totals=[12, 12], remainder=True)
+    assert value == pytest.approx(5 / 6)
+    values, owner = _pv_instance(pv)
+    assert np.array_equal(values.sum(1), [12, 12])
+    assert of.mms_ratio(values, owner) == pytest.approx(value)
+    # the remainder good lies off the grid in general; the solved policy attains the value
+    policy = of.OptimalGridPolicy(2, 3, range(13), "mms", totals=[12, 12], remainder=True)
+    assert policy.value == pytest.approx(value)
+
+
+def test_remainder_game_value_falls_with_more_goods_and_finer_grids():
+    # m = 4 reaches 2/3 (the known optimum, 1/2, needs more goods than this search reaches)
+    v4, pv = of.game_value(2, 4, range(7), "mms", totals=[6, 6], remainder=True)
+    assert v4 == pytest.approx(2 / 3)
+    values, owner = _pv_instance(pv)
+    assert np.array_equal(values.sum(1), [6, 6])
+    assert of.mms_ratio(values, owner) == pytest.approx(v4)
+    # monotone: a refinement by a factor contains the coarser game, one more good contains m
+    v3_coarse = of.game_value(2, 4, range(4), "mms", totals=[3, 3], remainder=True)[0]
+    v3 = of.game_value(2, 3, range(7), "mms", totals=[6, 6], remainder=True)[0]
+    assert v4 <= v3_coarse and v4 <= v3
+    assert v4 >= 0.5 - 1e-12  # never below the known achievable 1/2 (Zhou, Bai & Wu)
+
+
+def test_remainder_game_prop1_stays_attainable():
+    # CappedGreedy is PROP1 for every normalized instance, so the certified game value is 1
+    assert of.game_value(2, 3, range(5), "prop1", totals=[4, 4], remainder=True)[0] == 1.0
+
+
+def test_searches_refuse_sizes_they_cannot_finish():
+    with pytest.raises(ValueError, match="game search too large"):
+        of.game_value(3, 6, range(10), "mms")
+    with pytest.raises(ValueError, match="game search too large"):
+        of.OptimalGridPolicy(3, 6, range(10), "mms")
+    with pytest.raises(ValueError, match="exhaustive_check too large"):
+        of.exhaustive_check(of.GreedyPolicy(), 4, 8, [0, 1, 2], "prop1")
+    with pytest.raises(ValueError, match="adversary_search too large"):
+        of.adversary_search(of.GreedyPolicy(), 3, 9, [0, 1, 2, 3], "prop1")
+    with pytest.raises(ValueError, match="remainder=True needs totals"):
+        of.game_value(2, 2, [0, 1], "mms", remainder=True)

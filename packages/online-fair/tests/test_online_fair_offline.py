@@ -1,5 +1,7 @@
 """Offline algorithms lifted by PlanAndMatch: each meets its guarantee."""
 
+import itertools
+
 import icml26_online_fair as of
 import numpy as np
 import pytest
@@ -55,3 +57,20 @@ def test_fairpyx_adapter_matches_our_round_robin():
 def test_fairpyx_adapter_rejects_non_callable():
     with pytest.raises(TypeError, match="algorithm must be"):
         of.fairpyx_offline("round_robin")
+
+
+def test_share_based_lift_reaches_the_offline_optimum_in_every_order():
+    # joint frequency predictions: PlanAndMatch(max_mms_ratio) attains, online and in every
+    # arrival order, the best MMS ratio any allocation of the instance has (brute force over all
+    # n^m allocations), so every offline α-MMS bound (1/2, 3/4, ...) transfers
+    rng = np.random.default_rng(9)
+    for _ in range(4):
+        n, m = 3, 4
+        v = rng.integers(0, 4, (n, m)).astype(float)
+        mms = of.mms_values(v)
+        best = max(of.mms_ratio(v, o, mms) for o in N.all_allocations(n, m))
+        pred = of.FrequencyPrediction.exact(of.OnlineInstance(v), "joint", rng)
+        policy = of.PlanAndMatch(lambda x: of.max_mms_ratio(x))
+        for order in itertools.permutations(range(m)):
+            alloc = of.divide_online(policy, of.OnlineInstance(v, order), pred)
+            assert of.mms_ratio(v, alloc, mms) == pytest.approx(best)

@@ -2,6 +2,16 @@
 
 Reimplementation of Neoh, Peters & Teh, "Online Fair Division with Additional Information"
 (ICML 2026, arXiv:2505.24503). The public API is exactly ``__all__``.
+
+>>> import icml26_online_fair as of
+>>> inst = of.random_instance(n=4, m=30, kind="correlated", rng=0)
+>>> alloc = of.divide_online(of.CappedGreedy(), inst, of.NormalizationInfo.exact(inst))
+>>> of.prop1_ratio(inst.values, alloc)  # PROP1 for every n with exact totals
+1.0
+>>> bad = of.overshoot_instance(4)  # the family that breaks share-overshooting rules
+>>> round(of.prop1_ratio(bad.values, of.divide_online(
+...     of.ThresholdGreedy(), bad, of.NormalizationInfo.exact(bad))), 2)
+0.7
 """
 
 from .adversary import (
@@ -9,9 +19,10 @@ from .adversary import (
     adversary_search,
     exhaustive_check,
     game_value,
+    overshoot_instance,
     worst_order,
 )
-from .fairpyx_adapter import fairpyx_offline
+from .fairpyx_adapter import fairpyx_offline, fairpyx_online
 from .info import FrequencyPrediction, NormalizationInfo
 from .instance import Allocation, OnlineInstance, random_instance
 from .notions import (
@@ -70,6 +81,7 @@ __all__ = [
     "envy_cycle_elimination",
     "exhaustive_check",
     "fairpyx_offline",
+    "fairpyx_online",
     "game_value",
     "is_fair",
     "max_mms_ratio",
@@ -78,6 +90,7 @@ __all__ = [
     "mms_ratio",
     "mms_value",
     "mms_values",
+    "overshoot_instance",
     "predictions_separated",
     "prop1_ratio",
     "prop_ratio",

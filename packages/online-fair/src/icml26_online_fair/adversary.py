@@ -20,17 +20,26 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from functools import cache
 
 import numpy as np
 
+from ._tol import RTOL
 from .info import NormalizationInfo
 from .instance import OnlineInstance
 from .notions import approx_ratio, mms_ratio, mms_value
 from .policies import OnlinePolicy, divide_online
 
-__all__ = ["OptimalGridPolicy", "adversary_search", "exhaustive_check", "game_value", "worst_order"]
+__all__ = [
+    "OptimalGridPolicy",
+    "adversary_search",
+    "exhaustive_check",
+    "game_value",
+    "overshoot_instance",
+    "worst_order",
+]
 
 
 def _ratio_fn(notion: str) -> Callable[[np.ndarray, np.ndarray], float]:
@@ -55,6 +64,24 @@ def _check_grid(grid) -> np.ndarray:
     return g
 
 
+def _n_vectors(n, grid) -> int:
+    return len(np.unique(np.asarray(grid, dtype=float))) ** n
+
+
+def _guard_game(n, m, grid, max_states):
+    """Refuse a minimax search whose memo (multisets of m (vector, owner) pairs) would exceed
+    ``max_states`` entries, with the estimate in the message (before any work)."""
+    _check_nm(n, m)
+    _check_grid(grid)
+    est = math.comb(_n_vectors(n, grid) * n + m - 1, m)
+    if est > max_states:
+        raise ValueError(
+            f"game search too large: about {est:.3g} states for n={n}, m={m}, "
+            f"{_n_vectors(n, grid)} value vectors (max_states={max_states}); shrink n, m or "
+            "the grid, or raise max_states"
+        )
+
+
 def _check_nm(n, m):
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -62,8 +89,47 @@ def _check_nm(n, m):
         raise ValueError(f"m must be a positive integer, got {m!r}")
 
 
+def overshoot_instance(n: int, k: int | None = None, delta: float = 0.01) -> OnlineInstance:
+    """The cap-overshoot family: an instance (values in arrival order, every agent's total = 1)
+    on which a normalization policy that lets agents overshoot the share 1/n fails PROP1.
+
+    Agent n-1 is the victim. For each other agent j, k goods arrive in a row, each worth
+    u = 2 / (n (2k - 1)) to j, w = min(u, 1/((n-1) k)) (1 - δ) to the victim and 0 to the
+    rest; then one good per j carrying j's remaining value 1 - k u, and one good carrying the
+    victim's remaining value. A rule that admits j while ``have + u/2 <= 1/n`` (half the
+    overshoot guard) gives j all k goods (j ends at 1/n + u/2), so the victim values the others'
+    bundles at (n-1) k w and ends with PROP1 ratio about n w (k = n // 2: 0.70 at n = 4, 0.67
+    at n = 5, 0.46 at n = 6; n <= 3 has no room and stays PROP1). ``CappedGreedy`` (have + u <= 1/n) refuses j her
+    k-th good while the victim still needs it, and stays PROP1 (tested)."""
+    if not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n must be an integer >= 2, got {n!r}")
+    k = max(n // 2, 1) if k is None else k
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if not (0.0 < delta < 1.0):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    u = 2.0 / (n * (2 * k - 1))  # j's value per good: k-1 goods + u/2 reach 1/n exactly
+    w = min(u, 1.0 / ((n - 1) * k)) * (1 - delta)  # the victim's, < u; her total stays <= 1
+    cols = []
+    for j in range(n - 1):
+        for _ in range(k):
+            c = np.zeros(n)
+            c[j], c[n - 1] = u, w
+            cols.append(c)
+    for j in range(n - 1):
+        c = np.zeros(n)
+        c[j] = 1.0 - k * u
+        cols.append(c)
+    c = np.zeros(n)
+    c[n - 1] = 1.0 - (n - 1) * k * w
+    cols.append(c)
+    return OnlineInstance(np.stack(cols, 1))
+
+
 def worst_order(policy: OnlinePolicy, instance: OnlineInstance, info=None, notion: str = "prop1"):
     """Min ratio over all arrival orders of ``instance`` (m <= 9). Returns (ratio, order)."""
+    if not isinstance(instance, OnlineInstance):
+        raise TypeError(f"instance must be an OnlineInstance, got {type(instance).__name__}")
     if instance.m > 9:
         raise ValueError(f"worst_order enumerates m! orders; m must be <= 9, got {instance.m}")
     ratio = _ratio_fn(notion)
@@ -84,12 +150,21 @@ def exhaustive_check(
     notion: str,
     make_info: Callable[[OnlineInstance], object] | None = None,
     orders: bool = True,
+    max_cases: int = 2_000_000,
 ):
     """Min ratio over every instance whose values lie on ``grid`` (each multiset of value vectors
     once) and every arrival order of it. ``make_info(instance)`` builds the information the policy
-    gets (None: no information). Returns (ratio, worst instance in arrival order)."""
+    gets (None: no information). Refuses (ValueError) when the number of (instance, order) runs,
+    about C(V + m - 1, m) m! for V = |grid|^n vectors, exceeds ``max_cases``.
+    Returns (ratio, worst instance in arrival order)."""
     _check_nm(n, m)
     g = _check_grid(grid)
+    est = math.comb(g.size**n + m - 1, m) * (math.factorial(m) if orders else 1)
+    if est > max_cases:
+        raise ValueError(
+            f"exhaustive_check too large: about {est:.3g} runs for n={n}, m={m}, "
+            f"{g.size} grid values (max_cases={max_cases}); shrink n, m or the grid"
+        )
     vectors = [np.array(x) for x in itertools.product(g, repeat=n)]
     ratio = _ratio_fn(notion)
     best, arg = 2.0, None
@@ -112,14 +187,21 @@ def adversary_search(
     grid: Sequence[float],
     notion: str = "prop1",
     totals: Sequence[float] | None = None,
+    max_nodes: float = 1e8,
 ):
     """Adaptive adversary: depth-first over the next good's value vector (each agent's value on
     ``grid``), replaying the policy from copied states. With ``totals`` (integers, grid = 0..K
     integers) only sequences that end exactly at those totals are played and the policy is reset
     with ``NormalizationInfo(totals)``. Returns (worst ratio, values (n, m) in arrival order,
-    owner (m,)); the search stops early once it reaches ratio 0."""
+    owner (m,)); the search stops early once it reaches ratio 0. Refuses (ValueError) when the
+    tree, |grid|^(n m) leaves, exceeds ``max_nodes``."""
     _check_nm(n, m)
     g = _check_grid(grid)
+    if float(g.size) ** (n * m) > max_nodes:
+        raise ValueError(
+            f"adversary_search too large: {g.size}^{n * m} = {float(g.size) ** (n * m):.3g} "
+            f"leaves for n={n}, m={m} (max_nodes={max_nodes}); shrink n, m or the grid"
+        )
     vectors = [np.array(x) for x in itertools.product(g, repeat=n)]
     info = None
     if totals is not None:
@@ -136,14 +218,15 @@ def adversary_search(
     def feasible(remaining, left):
         if totals is None:
             return True
-        return bool(np.all(remaining >= -1e-9) and np.all(remaining <= left * gmax + 1e-9))
+        slack = RTOL * (1.0 + np.abs(tot))
+        return bool(np.all(remaining >= -slack) and np.all(remaining <= left * gmax + slack))
 
     def dfs(pol, cols, owners, remaining):
         if best["r"] <= 0.0:
             return
         t = len(cols)
         if t == m:
-            if totals is not None and np.any(np.abs(remaining) > 1e-9):
+            if totals is not None and np.any(np.abs(remaining) > RTOL * (1.0 + np.abs(tot))):
                 return
             values = np.stack(cols, 1)
             r = ratio(values, np.array(owners))
@@ -167,17 +250,24 @@ def adversary_search(
 class _Game:
     """The online game on a grid, solved lazily with memoisation (see ``game_value``)."""
 
-    def __init__(self, n, m, grid, notion, totals):
+    def __init__(self, n, m, grid, notion, totals, remainder=False):
         _check_nm(n, m)
         g = _check_grid(grid)
+        if remainder and totals is None:
+            raise ValueError("remainder=True needs totals (the last good carries what is left)")
+        self.remainder = remainder
         self.n, self.m = n, m
-        self.vectors = [tuple(x) for x in itertools.product(g, repeat=n)]
+        self.vectors = [tuple(float(y) for y in x) for x in itertools.product(g, repeat=n)]
+        self.grid_vectors = tuple(self.vectors)  # the adversary's moves (remainders appended)
+        self.grid_array = np.array(self.grid_vectors, dtype=float).reshape(-1, n)  # (V, n)
         self.index = {v: k for k, v in enumerate(self.vectors)}
         self.ratio = _ratio_fn(notion)
         self.gmax = g.max()
         self.tot = None if totals is None else np.asarray(totals, dtype=float)
         if self.tot is not None and self.tot.shape != (n,):
             raise ValueError(f"totals must have shape ({n},), got {self.tot.shape}")
+        # feasibility slack for "totals still reachable": round-off only, relative to the totals
+        self.slack = 0.0 if self.tot is None else RTOL * (1.0 + np.abs(self.tot))
         self.memo: dict = {}
 
     def value(self, state: tuple) -> tuple[float, tuple | None]:
@@ -199,12 +289,16 @@ class _Game:
                 (np.array(vectors[k], dtype=float) for k, _ in state), np.zeros(n)
             )
         worst, worst_move = np.inf, None
-        for k, vec in enumerate(vectors):
-            if remaining is not None:
-                rem = remaining - np.array(vec)
-                left = m - t - 1
-                if np.any(rem < -1e-9) or np.any(rem > left * self.gmax + 1e-9):
-                    continue
+        moves: Sequence[int] = range(len(self.grid_vectors))
+        if self.remainder and t == m - 1:  # the last good carries exactly what is left
+            assert remaining is not None
+            moves = [self._vector_index(tuple(float(x) for x in remaining))]
+        elif remaining is not None:  # grid moves that keep the totals reachable (vectorised)
+            rem = remaining[None, :] - self.grid_array  # (V, n)
+            cap = np.inf if self.remainder else (m - t - 1) * self.gmax
+            ok = np.all((rem >= -self.slack) & (rem <= cap + self.slack), 1)
+            moves = np.flatnonzero(ok).tolist()
+        for k in moves:
             best, best_a = self.reply(state, k)
             if not np.isfinite(best):  # this vector cannot be completed to the totals
                 continue
@@ -218,6 +312,12 @@ class _Game:
             out = (float(worst), worst_move)
         memo[state] = out
         return out
+
+    def _vector_index(self, vec: tuple) -> int:
+        if vec not in self.index:
+            self.index[vec] = len(self.vectors)
+            self.vectors.append(vec)
+        return self.index[vec]
 
     def reply(self, state: tuple, k: int) -> tuple[float, int]:
         """The algorithm's best owner for vector ``k`` after ``state`` and the value it secures."""
@@ -237,6 +337,8 @@ def game_value(
     grid: Sequence[float],
     notion: str = "prop1",
     totals: Sequence[float] | None = None,
+    remainder: bool = False,
+    max_states: int = 50_000_000,
 ) -> tuple[float, list]:
     """Minimax value of the online game on a grid: the adversary picks each good's value vector,
     then the algorithm picks its owner; payoff = the final α-``notion`` ratio. With ``totals``
@@ -246,8 +348,26 @@ def game_value(
     (ratios are order-free and the future does not depend on the order), so states are memoised
     on that multiset; this is exact for deterministic algorithms, which may use the full history.
     ``optimal_policy`` plays the maximising replies, so it attains the value (tested).
-    Returns (value, principal variation [(vector, owner), ...])."""
-    game = _Game(n, m, grid, notion, totals)
+
+    ``remainder=True`` (with ``totals``): the last good carries exactly what is left of every
+    total, any non-negative vector, not only grid points. Exact totals on a coarse grid with
+    fixed m leave the adversary no room (the old searches returned 1 or non-monotone values
+    for MMS); with the remainder the adversary's values are continuous in the last good. Every
+    play is a legal instance with those totals, so the value is a *certified* upper bound on
+    what any deterministic online algorithm with normalization information guarantees, and it
+    can only fall as m grows or the grid is refined by a factor (tested). For MMS, n = 2 it gives
+    5/6 (m = 3) and 2/3 (m = 4); the known optimum is 1/2 (Zhou, Bai & Wu 2023), reached only
+    as m grows, beyond what this exhaustive search solves.
+
+    ``max_states`` guards the memo size: a ValueError names the estimate before any search.
+    Returns (value, principal variation [(vector, owner), ...]).
+
+    >>> value, pv = game_value(2, 3, range(13), "mms", totals=[12, 12], remainder=True)
+    >>> round(value, 4)
+    0.8333
+    """
+    _guard_game(n, m, grid, max_states)
+    game = _Game(n, m, grid, notion, totals, remainder)
     v, _ = game.value(())
     if not np.isfinite(v):
         raise ValueError("no instance on this grid reaches the given totals in m goods")
@@ -267,8 +387,11 @@ class OptimalGridPolicy:
     (exactly ``m`` goods; with ``totals``, instances with exactly those totals). ``value`` is the
     ratio it guarantees, which no deterministic online algorithm can beat on that grid."""
 
-    def __init__(self, n, m, grid, notion="prop1", totals=None):
-        self.game = _Game(n, m, grid, notion, totals)
+    def __init__(
+        self, n, m, grid, notion="prop1", totals=None, remainder=False, max_states=50_000_000
+    ):
+        _guard_game(n, m, grid, max_states)
+        self.game = _Game(n, m, grid, notion, totals, remainder)
         self.value, _ = self.game.value(())
         if not np.isfinite(self.value):
             raise ValueError("no instance on this grid reaches the given totals in m goods")
@@ -285,11 +408,12 @@ class OptimalGridPolicy:
 
     def allocate(self, t: int, values) -> int:
         key = tuple(float(x) for x in np.asarray(values, dtype=float))
-        if key not in self.game.index:
-            raise ValueError(f"values {key} are not on the policy's grid")
         if len(self.state) >= self.game.m:
             raise RuntimeError(f"the policy was solved for m = {self.game.m} goods")
-        k = self.game.index[key]
+        last = self.game.remainder and len(self.state) == self.game.m - 1
+        if key not in self.game.index and not last:
+            raise ValueError(f"values {key} are not on the policy's grid")
+        k = self.game._vector_index(key) if last else self.game.index[key]
         _, a = self.game.reply(self.state, k)
         self.state = tuple(sorted((*self.state, (k, a))))
         return int(a)

@@ -1,8 +1,15 @@
-"""Lift fairpyx offline algorithms online: ``PlanAndMatch(fairpyx_offline(algorithm))``.
+"""fairpyx in both directions.
 
-fairpyx (``pip install icml26-online-fair[fairpyx]``) is imported lazily, only when the returned
-callable runs. A fairpyx algorithm mutates an ``AllocationBuilder``; ``fairpyx.divide`` returns
-``{agent: [items]}``, which is turned into this package's owner vector (m,).
+* ``fairpyx_offline(algorithm)``: a fairpyx offline algorithm as a values -> owner callable, to
+  lift online with ``PlanAndMatch(fairpyx_offline(algorithm))``.
+* ``fairpyx_online(policy, info)``: one of this package's online policies as a fairpyx
+  algorithm, so ``fairpyx.divide(fairpyx_online(CappedGreedy(), NormalizationInfo.exact),
+  valuations=...)`` runs it with the goods arriving in the instance's item order.
+
+Every checker here also accepts a fairpyx ``Instance`` or valuations dict and a fairpyx
+``{agent: [items]}`` allocation. fairpyx (``pip install icml26-online-fair[fairpyx]``) is
+imported lazily, only when ``fairpyx_offline``'s callable runs; ``fairpyx_online`` only uses the
+``AllocationBuilder`` it is given.
 """
 
 from __future__ import annotations
@@ -11,9 +18,33 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .instance import OnlineInstance
 from .notions import check_values
+from .policies import OnlinePolicy, divide_online
 
-__all__ = ["fairpyx_offline"]
+__all__ = ["fairpyx_offline", "fairpyx_online"]
+
+
+def fairpyx_online(policy: OnlinePolicy, info=None) -> Callable:
+    """``policy`` as a fairpyx algorithm ``algorithm(alloc: AllocationBuilder)``: the goods of
+    ``alloc.instance`` arrive in its item order and each goes where the policy says
+    (``alloc.give``). ``info`` is the side information, or a callable ``info(OnlineInstance)``
+    that builds it from the instance (e.g. ``NormalizationInfo.exact``)."""
+    if not isinstance(policy, OnlinePolicy):
+        raise TypeError(
+            f"policy must implement reset(info) and allocate(t, values), got {policy!r}"
+        )
+
+    def algorithm(alloc, **kwargs) -> None:
+        inst = OnlineInstance(alloc.instance)
+        assert inst.agents is not None and inst.items is not None
+        side = info(inst) if callable(info) else info
+        result = divide_online(policy, inst, side)
+        for g, a in enumerate(result.owner):
+            alloc.give(inst.agents[int(a)], inst.items[g])
+
+    algorithm.__name__ = f"online_{type(policy).__name__}"
+    return algorithm
 
 
 def fairpyx_offline(algorithm: Callable, **kwargs) -> Callable[[np.ndarray], np.ndarray]:

@@ -22,12 +22,11 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
+from ._tol import RTOL
 from .instance import OnlineInstance
 from .notions import check_values
 
 __all__ = ["FrequencyPrediction", "NormalizationInfo"]
-
-_TOL = 1e-9
 
 
 def _check_eps(eps) -> float:
@@ -89,8 +88,8 @@ class NormalizationInfo:
                 f"totals has {self.n} entries but the instance has {instance.n} agents"
             )
         true = instance.values.sum(1)
-        lo = (1 - self.rel_error) * true - _TOL * (1 + true)
-        hi = (1 + self.rel_error) * true + _TOL * (1 + true)
+        lo = (1 - self.rel_error - RTOL) * true  # relative: scale-free
+        hi = (1 + self.rel_error + RTOL) * true
         bad = np.flatnonzero((self.totals < lo) | (self.totals > hi))
         if bad.size:
             i = int(bad[0])
@@ -159,9 +158,7 @@ class FrequencyPrediction:
             # 1-D multiplicative bands: a band-respecting bijection exists iff sorted matching works
             for i in range(self.n):
                 t, p = np.sort(instance.values[i]), np.sort(self.values[i])
-                if np.any(p < (1 - eps) * t - _TOL * (1 + t)) or np.any(
-                    p > (1 + eps) * t + _TOL * (1 + t)
-                ):
+                if np.any(p < (1 - eps - RTOL) * t) or np.any(p > (1 + eps + RTOL) * t):
                     raise ValueError(
                         f"per-agent prediction for agent {i} is not within rel_error={eps} of the "
                         "true value multiset"
@@ -169,9 +166,7 @@ class FrequencyPrediction:
             return
         t = instance.values.T[:, None, :]  # (m_true, 1, n)
         p = self.values.T[None, :, :]  # (1, m_pred, n)
-        ok = np.all(
-            (p >= (1 - eps) * t - _TOL * (1 + t)) & (p <= (1 + eps) * t + _TOL * (1 + t)), 2
-        )
+        ok = np.all((p >= (1 - eps - RTOL) * t) & (p <= (1 + eps + RTOL) * t), 2)
         match = maximum_bipartite_matching(csr_matrix(ok.astype(np.int8)), perm_type="column")
         if np.any(match < 0):
             raise ValueError(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .notions import check_owner, check_values
+from .notions import as_valuations, check_owner, check_values
 
 __all__ = ["Allocation", "OnlineInstance", "random_instance"]
 
@@ -21,15 +21,26 @@ __all__ = ["Allocation", "OnlineInstance", "random_instance"]
 class OnlineInstance:
     """A valuation matrix plus an arrival order.
 
-    values: (n, m) array, column g is good g's value vector (goods are indexed by id, not time).
+    values: (n, m) array, column g is good g's value vector (goods are indexed by id, not time);
+            also fairpyx's {agent: {item: value}} dict or a fairpyx ``Instance``, whose agent
+            and item names are kept in ``agents`` / ``items`` (and used by ``Allocation.to_dict``).
     order:  (m,) permutation, order[t] = id of the good that arrives at step t (default 0..m-1).
     """
 
     values: np.ndarray
     order: np.ndarray | None = None
+    agents: tuple | None = None
+    items: tuple | None = None
 
     def __post_init__(self):
-        v = check_values(self.values)
+        v, agents, items = as_valuations(self.values)
+        agents = agents if self.agents is None else list(self.agents)
+        items = items if self.items is None else list(self.items)
+        for label, names, size in (("agents", agents, v.shape[0]), ("items", items, v.shape[1])):
+            if names is not None and len(names) != size:
+                raise ValueError(f"{label} must name all {size} {label}, got {len(names)}")
+        object.__setattr__(self, "agents", None if agents is None else tuple(agents))
+        object.__setattr__(self, "items", None if items is None else tuple(items))
         v.setflags(write=False)
         m = v.shape[1]
         order = np.arange(m) if self.order is None else np.asarray(self.order)
@@ -65,7 +76,7 @@ class OnlineInstance:
 
     def with_order(self, order) -> OnlineInstance:
         """The same goods arriving in another order."""
-        return OnlineInstance(self.values, order)
+        return OnlineInstance(self.values, order, self.agents, self.items)
 
 
 @dataclass(frozen=True)
@@ -74,11 +85,14 @@ class Allocation:
 
     owner:   (m,) owner[g] = agent holding good g.
     history: ((t, good, agent), ...) in arrival order.
+    agents, items: names for ``to_dict`` (from a fairpyx-style input), else indices.
     """
 
     owner: np.ndarray
     n: int
     history: tuple = ()
+    agents: tuple | None = None
+    items: tuple | None = None
 
     def __post_init__(self):
         owner = check_owner(self.owner, self.n, len(np.asarray(self.owner)))
@@ -90,9 +104,11 @@ class Allocation:
         """Good ids held by each agent."""
         return [np.flatnonzero(self.owner == i) for i in range(self.n)]
 
-    def to_dict(self) -> dict[int, list[int]]:
-        """{agent: [good ids]}, the shape fairpyx's ``divide`` returns."""
-        return {i: [int(g) for g in b] for i, b in enumerate(self.bundles)}
+    def to_dict(self) -> dict:
+        """{agent: [goods]}, the shape fairpyx's ``divide`` returns (names when known)."""
+        agents = range(self.n) if self.agents is None else self.agents
+        items = range(self.owner.size) if self.items is None else self.items
+        return {a: [items[int(g)] for g in b] for a, b in zip(agents, self.bundles)}
 
     def bundle_values(self, values) -> np.ndarray:
         """(n, n) matrix V[i, j] = v_i(A_j)."""

@@ -25,7 +25,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint
+
+from ._milp import solve
+from ._tol import RTOL, positive
 
 __all__ = [
     "NOTIONS",
@@ -44,13 +47,35 @@ __all__ = [
 ]
 
 NOTIONS = ("ef", "ef1", "efx", "prop", "prop1", "propx", "mms")
-_TOL = 1e-9
 
 
 # ----------------------------------------------------------------------------- validation
-def check_values(values, name: str = "values") -> np.ndarray:
-    """Return ``values`` as a float (n, m) array of finite non-negative numbers (goods)."""
-    arr = np.asarray(values, dtype=float)
+def as_valuations(values, name: str = "values") -> tuple[np.ndarray, list | None, list | None]:
+    """(values (n, m) float array, agent names or None, item names or None).
+
+    Accepts an (n, m) array-like; fairpyx's ``valuations`` dict {agent: {item: value}} (an item
+    missing from an agent's dict is worth 0 to her); {agent: [value per item]}; or a fairpyx
+    ``Instance`` (anything with ``agents``, ``items`` and ``agent_item_value``). Names keep the
+    input's order."""
+    agents = items = None
+    if all(hasattr(values, a) for a in ("agents", "items", "agent_item_value")):  # fairpyx
+        agents, items = list(values.agents), list(values.items)
+        values = [[values.agent_item_value(a, g) for g in items] for a in agents]
+    elif isinstance(values, dict):
+        agents = list(values)
+        rows = [values[a] for a in agents]
+        if rows and all(isinstance(r, dict) for r in rows):
+            items = list(dict.fromkeys(g for r in rows for g in r))
+            values = [[r.get(g, 0.0) for g in items] for r in rows]
+        else:
+            values = rows
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"{name} must be an (n_agents, n_goods) array, a {{agent: {{item: value}}}} dict or "
+            f"a fairpyx Instance; got {type(values).__name__}"
+        ) from err
     if arr.ndim != 2:
         raise ValueError(f"{name} must be a 2-D (n_agents, n_goods) array, got shape {arr.shape}")
     if arr.shape[0] < 1:
@@ -59,12 +84,38 @@ def check_values(values, name: str = "values") -> np.ndarray:
         raise ValueError(f"{name} must be finite")
     if np.any(arr < 0):
         raise ValueError(f"{name} must be non-negative: this package handles goods, not chores")
-    return arr
+    return arr, agents, items
 
 
-def check_owner(owner, n: int, m: int) -> np.ndarray:
-    """Return the allocation as an int (m,) array of agent indices in [0, n)."""
+def check_values(values, name: str = "values") -> np.ndarray:
+    """Return ``values`` as a float (n, m) array of finite non-negative numbers (goods); any
+    input ``as_valuations`` accepts (array, fairpyx valuations dict, fairpyx Instance)."""
+    return as_valuations(values, name)[0]
+
+
+def check_owner(owner, n: int, m: int, agents=None, items=None) -> np.ndarray:
+    """Return the allocation as an int (m,) array of agent indices in [0, n).
+
+    Accepts an owner vector (m,), an ``Allocation``, or a bundle dict {agent: [items]} (fairpyx's
+    ``divide`` output; names as in ``agents`` / ``items``, else indices); each item exactly once."""
     owner = getattr(owner, "owner", owner)  # accept an Allocation
+    if isinstance(owner, dict):
+        agent_ix = {a: k for k, a in enumerate(range(n) if agents is None else agents)}
+        item_ix = {g: k for k, g in enumerate(range(m) if items is None else items)}
+        out = np.full(m, -1, dtype=np.int64)
+        for a, bundle in owner.items():
+            if a not in agent_ix:
+                raise ValueError(f"allocation names an unknown agent {a!r}")
+            for g in bundle:
+                if g not in item_ix:
+                    raise ValueError(f"allocation names an unknown item {g!r}")
+                if out[item_ix[g]] >= 0:
+                    raise ValueError(f"allocation gives item {g!r} to two agents")
+                out[item_ix[g]] = agent_ix[a]
+        if np.any(out < 0):
+            missing = [list(item_ix)[k] for k in np.flatnonzero(out < 0)]
+            raise ValueError(f"allocation leaves items {missing} unallocated")
+        return out
     arr = np.asarray(owner)
     if arr.shape != (m,):
         raise ValueError(
@@ -76,20 +127,22 @@ def check_owner(owner, n: int, m: int) -> np.ndarray:
 
 
 def _prepare(values, allocation):
-    v = check_values(values)
+    v, agents, items = as_valuations(values)
     n, m = v.shape
-    owner = check_owner(allocation, n, m)
+    owner = check_owner(allocation, n, m, agents, items)
     onehot = np.zeros((n, m))
     onehot[owner, np.arange(m)] = 1.0  # (n, m): onehot[j, g] = [g ∈ A_j]
     cross = v @ onehot.T  # (n, n): cross[i, j] = v_i(A_j)
     return v, owner, onehot, cross
 
 
-def _safe_ratio(lhs: np.ndarray, rhs: np.ndarray) -> float:
-    """min over entries of lhs / rhs, where rhs <= 0 counts as satisfied; clipped to [0, 1]."""
+def _safe_ratio(lhs: np.ndarray, rhs: np.ndarray, scale: np.ndarray) -> float:
+    """min over entries of lhs / rhs, clipped to [0, 1]; an entry whose right-hand side is not
+    positive relative to ``scale`` (the agent's total value v_i(M), broadcast like rhs) counts
+    as satisfied. Relative, so the ratio is invariant to rescaling the values."""
     lhs = np.asarray(lhs, dtype=float)
     rhs = np.asarray(rhs, dtype=float)
-    need = rhs > _TOL
+    need = positive(rhs, np.broadcast_to(scale, rhs.shape))
     if not np.any(need):
         return 1.0
     r = float(np.min(lhs[need] / rhs[need]))
@@ -101,7 +154,7 @@ def prop_ratio(values, allocation) -> float:
     """Largest α with v_i(A_i) >= α v_i(M)/n for all i."""
     v, _, _, cross = _prepare(values, allocation)
     n = v.shape[0]
-    return _safe_ratio(np.diag(cross), v.sum(1) / n)
+    return _safe_ratio(np.diag(cross), v.sum(1) / n, v.sum(1))
 
 
 def prop1_ratio(values, allocation) -> float:
@@ -110,7 +163,7 @@ def prop1_ratio(values, allocation) -> float:
     n = v.shape[0]
     outside = np.where(onehot > 0, -np.inf, v)  # (n, m): v_i(g) for g ∉ A_i
     best_out = outside.max(1, initial=0.0)
-    return _safe_ratio(np.diag(cross) + best_out, v.sum(1) / n)
+    return _safe_ratio(np.diag(cross) + best_out, v.sum(1) / n, v.sum(1))
 
 
 def propx_ratio(values, allocation) -> float:
@@ -121,7 +174,7 @@ def propx_ratio(values, allocation) -> float:
     least_out = outside.min(1, initial=np.inf)
     # no positive good outside A_i  =>  v_i(A_i) = v_i(M) >= v_i(M)/n
     lhs = np.where(np.isfinite(least_out), np.diag(cross) + least_out, np.inf)
-    return _safe_ratio(lhs, v.sum(1) / n)
+    return _safe_ratio(lhs, v.sum(1) / n, v.sum(1))
 
 
 # ----------------------------------------------------------------------------- envy
@@ -144,7 +197,7 @@ def _envy_ratio(values, allocation, mode: str) -> float:
                 drop[:, j] = np.where(np.isfinite(pos), pos, 0.0)
     rhs = cross - drop  # (n, n)
     np.fill_diagonal(rhs, 0.0)
-    return _safe_ratio(np.repeat(own[:, None], n, 1), rhs)
+    return _safe_ratio(np.repeat(own[:, None], n, 1), rhs, v.sum(1)[:, None])
 
 
 def ef_ratio(values, allocation) -> float:
@@ -217,11 +270,7 @@ def _mms_milp(v: np.ndarray, n: int, time_limit: float = 60.0) -> float:
         integrality=integrality,
         bounds=bounds,
     )
-    try:
-        res = milp(**problem, options={"mip_rel_gap": 1e-9, "time_limit": time_limit})
-    except ValueError:  # HiGHS presolve occasionally fails internally; solve without it
-        opts = {"mip_rel_gap": 1e-9, "presolve": False, "time_limit": time_limit}
-        res = milp(**problem, options=opts)
+    res = solve(problem, {"mip_rel_gap": 1e-9, "time_limit": time_limit})
     if res.status != 0 or res.x is None:
         raise RuntimeError(
             f"MMS MILP not solved to optimality within time_limit={time_limit}s ({res.message}); "
@@ -284,7 +333,7 @@ def mms_ratio(values, allocation, mms=None) -> float:
     shares = mms_values(v) if mms is None else np.asarray(mms, dtype=float)
     if shares.shape != (v.shape[0],):
         raise ValueError(f"mms must have shape ({v.shape[0]},), got {shares.shape}")
-    return _safe_ratio(np.diag(cross), shares)
+    return _safe_ratio(np.diag(cross), shares, v.sum(1))
 
 
 # ----------------------------------------------------------------------------- dispatch
@@ -300,15 +349,22 @@ _RATIO = {
 
 
 def approx_ratio(values, allocation, notion: str) -> float:
-    """Largest α in [0, 1] for which ``allocation`` is α-``notion`` (one of NOTIONS)."""
+    """Largest α in [0, 1] for which ``allocation`` is α-``notion`` (one of NOTIONS).
+
+    >>> values = {"Ann": {"x": 4, "y": 2, "z": 2}, "Bob": {"x": 3, "y": 3, "z": 0}}
+    >>> approx_ratio(values, {"Ann": ["x"], "Bob": ["y", "z"]}, "ef")
+    1.0
+    >>> approx_ratio(values, {"Ann": ["z"], "Bob": ["x", "y"]}, "prop")  # 2 of a 4 share
+    0.5
+    """
     if notion not in _RATIO:
         raise ValueError(f"notion must be one of {NOTIONS}, got {notion!r}")
     return _RATIO[notion](values, allocation)
 
 
 def is_fair(values, allocation, notion: str, alpha: float = 1.0) -> bool:
-    """Whether ``allocation`` is α-``notion`` (up to a 1e-9 relative tolerance)."""
-    return approx_ratio(values, allocation, notion) >= alpha - 1e-9
+    """Whether ``allocation`` is α-``notion`` (up to the relative tolerance ``RTOL``)."""
+    return approx_ratio(values, allocation, notion) >= alpha - RTOL
 
 
 # ----------------------------------------------------------------------------- references
@@ -318,7 +374,6 @@ def is_fair_ref(values, allocation, notion: str, alpha: float = 1.0, mms=None) -
     n, m = v.shape
     owner = check_owner(allocation, n, m)
     bundles = [[g for g in range(m) if owner[g] == i] for i in range(n)]
-    tol = 1e-9
 
     def val(i, S):
         return sum(v[i, g] for g in S)
@@ -326,9 +381,10 @@ def is_fair_ref(values, allocation, notion: str, alpha: float = 1.0, mms=None) -
     for i in range(n):
         mine = val(i, bundles[i])
         total = val(i, range(m))
+        tol = RTOL * total  # relative to the agent's total value
         if notion in ("prop", "prop1", "propx"):
             share = alpha * total / n
-            if mine >= share - tol * max(1.0, total):
+            if mine >= share - tol:
                 continue
             outside = [g for g in range(m) if owner[g] != i]
             if notion == "prop":

@@ -13,8 +13,10 @@ guarantee it is lifted with (``GUARANTEES``):
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint
 
+from ._milp import solve
+from ._tol import positive
 from .notions import check_values, mms_values
 
 __all__ = [
@@ -45,9 +47,10 @@ def envy_cycle_elimination(values) -> np.ndarray:
     n, m = v.shape
     bundles: list[list[int]] = [[] for _ in range(n)]
     worth = np.zeros((n, n))  # worth[i, j] = v_i(bundle j)
+    total = v.sum(1)[:, None]  # (n, 1): envy is measured relative to each agent's total value
     for g in range(m):
         while True:
-            envies = worth > np.diag(worth)[:, None] + 1e-12  # (n, n) i envies j
+            envies = positive(worth - np.diag(worth)[:, None], total)  # (n, n) i envies j
             np.fill_diagonal(envies, False)
             sources = np.flatnonzero(~envies.any(0))
             if sources.size:
@@ -144,10 +147,7 @@ def max_mms_ratio(values, mms=None) -> np.ndarray:
         integrality=np.r_[np.ones(nx), 0.0],
         bounds=Bounds(np.zeros(nx + 1), np.r_[np.ones(nx), float(m) * n + 1]),
     )
-    try:
-        res = milp(**problem, options={"mip_rel_gap": 1e-9})
-    except ValueError:  # HiGHS presolve occasionally fails internally; solve without it
-        res = milp(**problem, options={"mip_rel_gap": 1e-9, "presolve": False})
+    res = solve(problem, {"mip_rel_gap": 1e-9})
     if res.x is None:
         raise RuntimeError(f"max-MMS-ratio MILP failed: {res.message}")
     x = np.round(res.x[:nx]).reshape(n, m)

@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ._tol import RTOL, close
 from .info import FrequencyPrediction, NormalizationInfo
 from .instance import Allocation, OnlineInstance
 from .notions import check_values, mms_lower_bound_lpt, mms_value
@@ -45,8 +46,6 @@ __all__ = [
     "predictions_separated",
 ]
 
-_TOL = 1e-12
-
 
 @runtime_checkable
 class OnlinePolicy(Protocol):
@@ -58,12 +57,40 @@ class OnlinePolicy(Protocol):
 
 
 def divide_online(
-    policy: OnlinePolicy, instance: OnlineInstance, info=None, validate: bool = True
+    policy: OnlinePolicy,
+    instance=None,
+    info=None,
+    validate: bool = True,
+    *,
+    valuations=None,
+    order=None,
 ) -> Allocation:
-    """Run ``policy`` on ``instance`` good by good; ``info`` is checked against the instance first
-    (``validate=False`` skips that, e.g. to feed deliberately wrong predictions)."""
-    if not isinstance(instance, OnlineInstance):
-        raise TypeError(f"instance must be an OnlineInstance, got {type(instance).__name__}")
+    """Run ``policy`` on the goods good by good, mirroring ``fairpyx.divide(algorithm, instance,
+    valuations=...)``: pass an ``OnlineInstance``, a fairpyx ``Instance``, or ``valuations``
+    (an (n, m) array or fairpyx's {agent: {item: value}} dict) with an optional arrival
+    ``order`` (default: item order). ``info`` is checked against the instance first
+    (``validate=False`` skips that, e.g. to feed deliberately wrong predictions). The result's
+    ``to_dict()`` is {agent: [items]} in the input's names.
+
+    >>> import icml26_online_fair as of
+    >>> values = {"Ann": {"x": 5, "y": 1, "z": 3}, "Bob": {"x": 4, "y": 4, "z": 1}}
+    >>> of.divide_online(of.GreedyPolicy(), valuations=values).to_dict()
+    {'Ann': ['x', 'z'], 'Bob': ['y']}
+    """
+    if (instance is None) == (valuations is None):
+        raise TypeError("pass exactly one of instance= and valuations=")
+    if valuations is not None:
+        instance = OnlineInstance(valuations, order)
+    elif not isinstance(instance, OnlineInstance):
+        if all(hasattr(instance, a) for a in ("agents", "items", "agent_item_value")):
+            instance = OnlineInstance(instance, order)  # a fairpyx Instance
+        else:
+            raise TypeError(
+                f"instance must be an OnlineInstance or a fairpyx Instance, got "
+                f"{type(instance).__name__} (or pass valuations=)"
+            )
+    elif order is not None:
+        instance = instance.with_order(order)
     if not isinstance(policy, OnlinePolicy):
         raise TypeError(
             f"policy must implement reset(info) and allocate(t, values), got {policy!r}"
@@ -81,7 +108,7 @@ def divide_online(
             )
         owner[g] = int(a)
         history.append((t, g, int(a)))
-    return Allocation(owner, instance.n, tuple(history))
+    return Allocation(owner, instance.n, tuple(history), instance.agents, instance.items)
 
 
 def _vector(values) -> np.ndarray:
@@ -184,7 +211,7 @@ class ThresholdGreedy(_NormalizedBase):
     def allocate(self, t: int, values) -> int:
         u = self._normalised(values)
         n = u.size
-        open_ = (self.have < 1.0 / n - _TOL) & (self.totals > 0)
+        open_ = (self.have < (1.0 - RTOL) / n) & (self.totals > 0)  # u is normalised: relative
         a = _argmax_among(u, open_) if open_.any() else int(np.argmax(u))
         self.have[a] += u[a]
         return a
@@ -229,7 +256,7 @@ class CappedGreedy(_NormalizedBase):
 
     def allocate(self, t: int, values) -> int:
         u = self._normalised(values)
-        eligible = (self.have + u <= self.cap + 1e-12) & (self.totals > 0)
+        eligible = (self.have + u <= self.cap * (1.0 + RTOL)) & (self.totals > 0)
         a = _argmax_among(u, eligible) if eligible.any() else int(np.argmax(u))
         self.have[a] += u[a]
         return a
@@ -259,7 +286,10 @@ class MMSThresholdGreedy:
     went to an open j with c_j(g) >= c_i(g); j's bundle before its last good is < 1/n to j and the
     last good counts <= 1, so c_i(A_j) <= c_j(A_j) < 1/n + 1. Then
     n <= sum_g c_i(g) < 1/n + (n-1)(1/n + 1) = n, a contradiction. Predictions off by (1±ε)
-    change ŝ_i by the same factor, which the 1/(1+s) deflation absorbs.
+    change ŝ_i by the same factor, which the 1/(1+s) deflation absorbs. (The cap only changes
+    tie-breaking: without it, removing the n-1 "last goods" from M leaves one of i's MMS bundles
+    intact, which gives the same 1/n bound; a planted "no cap" mutant passes every test for
+    that reason. Closing agents at ŝ_j/n, not ŝ_j, is what the bound needs, and is tested.)
     """
 
     def __init__(self, slack: float | None = None, mms: str = "auto", time_limit: float = 2.0):
@@ -305,7 +335,7 @@ class MMSThresholdGreedy:
         live = self.share > 0
         safe = np.where(live, self.share, 1.0)
         c = np.where(live, np.minimum(v, safe) / safe, 0.0)
-        open_ = live & (self.have < self.share / v.size - _TOL)
+        open_ = live & (self.have < self.share * (1.0 - RTOL) / v.size)  # relative to the share
         a = _argmax_among(c, open_) if open_.any() else int(np.argmax(v / safe))
         self.have[a] += v[a]
         return a
@@ -321,7 +351,7 @@ def _rel_distance(v: np.ndarray, pred: np.ndarray) -> np.ndarray:
     """d_k = max_i |p̂_ik - v_i| / v_i (0/0 = 0, x/0 = inf): within the ε band iff d_k <= ε."""
     diff = np.abs(pred - v[:, None])  # (n, K)
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(diff <= _TOL, 0.0, diff / v[:, None])
+        rel = np.where(close(pred, v[:, None], v[:, None]), 0.0, diff / v[:, None])
     rel = np.where(np.isnan(rel), np.inf, rel)
     return rel.max(0)
 
@@ -340,7 +370,7 @@ def predictions_separated(pred_values, eps: float) -> bool:
             zero_mismatch = np.any((x == 0) != (y == 0))
             both = (x > 0) & (y > 0)
             r = y[both] / x[both]
-            if not zero_mismatch and np.all((r >= lo - _TOL) & (r <= hi + _TOL)):
+            if not zero_mismatch and np.all((r >= lo * (1 - RTOL)) & (r <= hi * (1 + RTOL))):
                 return False
     return True
 
