@@ -128,7 +128,9 @@ def evaluate(configs, grid, datasets, keys):
         by_static.setdefault(static, []).append((i, hp))
     res: dict = {}
     for static, items in by_static.items():
-        mse, bias, kl, bw = per_dataset(static, [hp for _, hp in items], grid, datasets, keys, kf_lls)
+        mse, bias, kl, bw = per_dataset(
+            static, [hp for _, hp in items], grid, datasets, keys, kf_lls
+        )
         for j, (i, _) in enumerate(items):
             res[i] = dict(ll_mse=mse[j], ll_bias=bias[j], kl=kl[j], bures=bw[j])
     for i in range(len(configs)):
@@ -199,7 +201,7 @@ def main():
         _, static, hp = chosen[name]
         g = jax.jit(
             jax.vmap(
-                jax.grad(lambda th, k: pf(static, hp, th, ys0, k).log_likelihood),
+                jax.grad(lambda th, k, s=static, h=hp: pf(s, h, th, ys0, k).log_likelihood),
                 in_axes=(None, 0),
             )
         )(THETA_TRUE, grad_keys)

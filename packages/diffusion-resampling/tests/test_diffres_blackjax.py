@@ -93,7 +93,7 @@ _S2 = 0.5  # likelihood variance; prior N(0, I): posterior N(y / (1 + s²), s² 
 _Y = jnp.array([1.0, -0.5])
 
 
-def _tempered_run(update_particles, n=256, n_temps=8, strategy_np=None):
+def _tempered_run(update_particles, n=256, n_temps=8, num_mcmc_steps=2):
     import blackjax
     from blackjax.smc import extend_params
 
@@ -110,7 +110,7 @@ def _tempered_run(update_particles, n=256, n_temps=8, strategy_np=None):
         blackjax.hmc.init,
         params,
         resampling.systematic,
-        num_mcmc_steps=2,
+        num_mcmc_steps=num_mcmc_steps,
         **kw,
     )
     x0 = jax.random.normal(jax.random.PRNGKey(0), (n, 2))
@@ -144,10 +144,10 @@ def test_blackjax_tempered_smc_runs_with_the_diffusion_resampler():
     np.testing.assert_allclose(var, jnp.full(2, post_var), rtol=0.25)
     assert abs(float(log_z) - exact_log_z) < 0.15
     # blackjax's own systematic resampling, same run: the same answers
-    ref_state, ref_log_z = _tempered_run(None)
+    _, ref_log_z = _tempered_run(None)
     assert abs(float(ref_log_z) - exact_log_z) < 0.15
     # the particle resampler really ran: the ancestors are -1, not indices
-    st2, info = update(
+    _, info = update(
         jax.random.PRNGKey(3),
         base.SMCState(state.particles, state.weights, {}),
         1,
@@ -172,7 +172,9 @@ def test_waste_free_num_resampled_is_honoured():
         diffusion_resample,
         update_strategy=waste_free_smc(n, p),
     )
-    state, log_z = _tempered_run(update, n=n, n_temps=4)
+    state, log_z = _tempered_run(update, n=n, n_temps=4, num_mcmc_steps=None)
     assert state.particles.shape == (n, 2) and np.isfinite(float(log_z))
-    _, y = diffusion_resample(jax.random.PRNGKey(0), jnp.zeros(n), state.particles, num_resampled=16)
+    _, y = diffusion_resample(
+        jax.random.PRNGKey(0), jnp.zeros(n), state.particles, num_resampled=16
+    )
     assert y.shape == (16, 2)

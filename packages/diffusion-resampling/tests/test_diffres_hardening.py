@@ -72,7 +72,9 @@ def test_valid_inputs_pass_checkify_and_invalid_ones_are_all_nan_under_plain_jit
         assert np.isnan(np.asarray(f(*bad))).all()
 
 
-@pytest.mark.parametrize(("a", "T", "match"), [(0.5, 2.0, "a must be < 0"), (-1.0, 0.0, "ts")])
+@pytest.mark.parametrize(
+    ("a", "T", "match"), [(0.5, 2.0, "a must be < 0"), (-1.0, 0.0, "T must be > 0")]
+)
 def test_traced_invalid_parameters_raise_under_checkify(a, T, match):
     lw, x = map(jnp.asarray, _inputs())
     f = jax.jit(lambda a, T: diffusion_resample(KEY, lw, x, a=a, T=T)[1])
@@ -181,7 +183,9 @@ def test_integrators_on_a_nonuniform_grid_match_the_official_scheme(integrator, 
     _, y = diffusion_resample_from_noise(
         log_w, x, noise, a=-0.8, ts=ts, integrator=integrator, ode=ode
     )
-    ref = _np_official(log_w.astype(float), x.astype(float), noise.astype(float), -0.8, ts, integrator, ode)
+    ref = _np_official(
+        log_w.astype(float), x.astype(float), noise.astype(float), -0.8, ts, integrator, ode
+    )
     np.testing.assert_allclose(np.asarray(y), ref, rtol=2e-4, atol=2e-4 * np.abs(ref).max())
 
 

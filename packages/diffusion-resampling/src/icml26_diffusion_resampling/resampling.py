@@ -328,7 +328,7 @@ def diffusion_resample_from_noise(
     log_w, x2, unflatten = _check_particles(log_w, x, validate)
     _check_options(a, ode, integrator, validate)
     grid, n_steps = _time_grid(T, n_steps, ts, x2.dtype, validate)
-    n, d = x2.shape
+    _, d = x2.shape
     noise = jnp.asarray(noise, x2.dtype)
     if noise.ndim != 3 or noise.shape[0] != n_steps + 1 or noise.shape[2] != d:
         raise ValueError(
