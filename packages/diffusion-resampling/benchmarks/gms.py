@@ -135,7 +135,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     t0 = time.time()
-    n, n_proj, R_tune, R = (1000, 200, 4, 16) if args.quick else (4000, 1000, 10, 100)
+    n, n_proj, R_tune, R = (512, 200, 4, 16) if args.quick else (4000, 1000, 10, 100)
     tune_keys = jax.random.split(jax.random.PRNGKey(5000), R_tune)
     eval_keys = jax.random.split(jax.random.PRNGKey(6000), R)
     chosen, tuning = {}, {}

@@ -14,7 +14,9 @@ from icml26_diffusion_resampling import (
     gumbel_softmax_resample,
     multinomial_resample,
     ot_marginal_error,
+    ot_resample,
     particle_filter,
+    sinkhorn_plan_ref,
     soft_resample,
     systematic_resample,
 )
@@ -280,3 +282,8 @@ def test_ot_default_converges_the_uniform_marginal():
     assert float(ot_marginal_error(log_w, x)) < 1e-3
     # ott's default tolerance with 200 iterations (this package's old default) is far off
     assert float(ot_marginal_error(log_w, x, threshold=1e-3, max_iterations=200)) > 0.05
+    # and ot_resample's own default output equals the converged plan's N Pᵀ X
+    _, y = ot_resample(KEY, log_w, x)
+    ref = 64 * sinkhorn_plan_ref(log_w, x, epsilon=0.5, n_iter=3000).T @ x
+    scale = float(jnp.abs(ref).max())
+    np.testing.assert_allclose(y, ref, atol=2e-3 * scale)
