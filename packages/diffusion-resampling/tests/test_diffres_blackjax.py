@@ -160,6 +160,7 @@ def test_blackjax_tempered_smc_runs_with_the_diffusion_resampler():
     assert np.all(np.asarray(info.ancestors) == -1)
 
 
+@pytest.mark.slow
 def test_waste_free_num_resampled_is_honoured():
     """blackjax's waste-free strategy resamples M = N / p particles; the step passes M on."""
     import blackjax

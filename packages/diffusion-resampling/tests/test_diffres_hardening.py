@@ -275,6 +275,7 @@ def test_integer_particles_raise_a_clear_error():
         diffusion_resample(KEY, jnp.zeros(4), jnp.arange(4))
 
 
+@pytest.mark.slow
 def test_ot_default_converges_the_uniform_marginal():
     pytest.importorskip("ott")
     x = 6.0 * jax.random.normal(KEY, (64, 2))
