@@ -33,7 +33,9 @@ def main():
     sizes = (32, 128, 512) if args.quick else (32, 128, 512, 2048)
     repeats = 3 if args.quick else 10
     diff = jax.jit(lambda k, lw, x: diffusion_resample(k, lw, x, n_steps=8)[1])
-    ot = jax.jit(lambda k, lw, x: ot_resample(k, lw, x, epsilon=0.5, max_iterations=200)[1])
+    ot = jax.jit(
+        lambda k, lw, x: ot_resample(k, lw, x, epsilon=0.5, threshold=1e-3, max_iterations=200)[1]
+    )
     rows = []
     print(f"{'N':>6} {'diffusion ms':>13} {'OT ms':>10} {'OT/diffusion':>13}", file=sys.stderr)
     for n in sizes:

@@ -119,6 +119,7 @@ def test_integrators_converge_to_each_other():
         ys = [
             diffusion_resample_from_noise(log_w, x, noise, n_steps=n_steps, integrator=i)[1]
             for i in INTEGRATORS
+            if i != "tweedie"  # SDE-only
         ]
         return max(float(jnp.abs(ys[0] - y).mean()) for y in ys[1:])
 
@@ -343,8 +344,8 @@ def test_bad_shapes_and_options_raise():
     x = jnp.ones((4, 2))
     with pytest.raises(ValueError, match="log_w must have shape"):
         diffusion_resample(KEY, jnp.zeros(3), x)
-    with pytest.raises(ValueError, match="x must have shape"):
-        multinomial_resample(KEY, jnp.zeros(4), jnp.ones((4, 2, 1)))
+    with pytest.raises(ValueError, match="leading particle axis"):
+        multinomial_resample(KEY, jnp.zeros(4), jnp.ones(()))
     with pytest.raises(ValueError, match="log_w contains NaN"):
         systematic_resample(KEY, jnp.array([0.0, jnp.nan, 0.0, 0.0]), x)
     with pytest.raises(ValueError, match="noise must have shape"):

@@ -25,7 +25,7 @@ def _inputs(seed=0):
 
 
 @pytest.mark.parametrize("ode", [True, False])
-@pytest.mark.parametrize("integrator", INTEGRATORS)
+@pytest.mark.parametrize("integrator", [i for i in INTEGRATORS if i != "tweedie"])
 def test_torch_equals_jax(ode, integrator):
     log_w, x, noise = _inputs()
     kw = dict(a=-0.8, T=1.7, n_steps=STEPS, ode=ode, integrator=integrator)

@@ -14,7 +14,7 @@ import torch
 
 __all__ = ["DiffusionResampler", "diffusion_resample_torch"]
 
-_INTEGRATORS = ("euler", "lord_and_rougemont", "jentzen_and_kloeden")
+_INTEGRATORS = ("euler", "lord_and_rougemont", "lord_and_rougemont_exact", "jentzen_and_kloeden")
 
 
 def diffusion_resample_torch(
@@ -88,7 +88,9 @@ def diffusion_resample_torch(
         sde = 0.0 if ode else 1.0
         if integrator == "euler":
             y = y + h * (lam * (y - mean) + f) + sde * b * math.sqrt(h) * xi
-        elif integrator == "lord_and_rougemont":
+        elif integrator == "lord_and_rougemont":  # diffres's scheme
+            y = growth * (y + h * (f - lam * mean) + sde * b * math.sqrt(h) * xi)
+        elif integrator == "lord_and_rougemont_exact":
             y = mean + growth * ((y - mean) + h * f + sde * b * math.sqrt(h) * xi)
         else:
             y = (
