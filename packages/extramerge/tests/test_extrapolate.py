@@ -17,8 +17,16 @@ from icml26_extramerge import (
 
 def _two(seed=0):
     g = torch.Generator().manual_seed(seed)
-    m0 = {"w": torch.randn(3, 5, generator=g), "b": torch.randn(5, generator=g), "n": torch.tensor(3)}
-    m1 = {"w": torch.randn(3, 5, generator=g), "b": torch.randn(5, generator=g), "n": torch.tensor(4)}
+    m0 = {
+        "w": torch.randn(3, 5, generator=g),
+        "b": torch.randn(5, generator=g),
+        "n": torch.tensor(3),
+    }
+    m1 = {
+        "w": torch.randn(3, 5, generator=g),
+        "b": torch.randn(5, generator=g),
+        "n": torch.tensor(4),
+    }
     return m0, m1
 
 
@@ -54,7 +62,10 @@ def test_line_search_finds_the_held_out_minimiser():
     assert sorted(r.losses) == [0.0, 1.0, 2.0, 4.0, 8.0]
     assert r.losses[4.0] == pytest.approx(0.0, abs=1e-8)
     # every extrapolation hurts -> alpha = 0, the plain merge M_K
-    r0 = extra_merge([m0, m1], eval_fn=lambda sd: eval_fn(sd) if False else float((sd["b"] - m1["b"]).abs().sum()))
+    r0 = extra_merge(
+        [m0, m1],
+        eval_fn=lambda sd: eval_fn(sd) if False else float((sd["b"] - m1["b"]).abs().sum()),
+    )
     assert r0.alpha == 0.0
     assert torch.equal(r0.state_dict["w"], m1["w"])
 

@@ -12,8 +12,14 @@ def _flat(sd, keys):
 
 def test_checkpoints_on_a_line_give_the_line_exactly():
     g = torch.Generator().manual_seed(0)
-    c = {"a": torch.randn(5, 3, generator=g, dtype=torch.float64), "b": torch.randn(7, generator=g, dtype=torch.float64)}
-    v = {"a": torch.randn(5, 3, generator=g, dtype=torch.float64), "b": torch.randn(7, generator=g, dtype=torch.float64)}
+    c = {
+        "a": torch.randn(5, 3, generator=g, dtype=torch.float64),
+        "b": torch.randn(7, generator=g, dtype=torch.float64),
+    }
+    v = {
+        "a": torch.randn(5, 3, generator=g, dtype=torch.float64),
+        "b": torch.randn(7, generator=g, dtype=torch.float64),
+    }
     t = torch.tensor([0.0, 0.3, 1.1, 1.5, 2.9, 3.0, 4.2], dtype=torch.float64)  # uneven, increasing
     traj = [{k: c[k] + ti * v[k] for k in c} for ti in t]
     r = rank1_report(traj)
@@ -42,7 +48,11 @@ def test_line_plus_noise_recovers_direction():
 def test_gram_pca_equals_numpy_svd():
     g = torch.Generator().manual_seed(2)
     traj = [
-        {"a": torch.randn(4, 6, generator=g), "b": torch.randn(9, generator=g), "n": torch.tensor(i)}
+        {
+            "a": torch.randn(4, 6, generator=g),
+            "b": torch.randn(9, generator=g),
+            "n": torch.tensor(i),
+        }
         for i in range(7)
     ]
     x = np.stack([_flat(sd, ["a", "b"]).numpy() for sd in traj])  # (N, P)

@@ -65,7 +65,9 @@ def extrapolate(
         elif k in direction and _is_float(v):
             d = direction[k]
             if d.shape != v.shape:
-                raise ValueError(f"direction, key {k!r}: shape {tuple(d.shape)} != {tuple(v.shape)}")
+                raise ValueError(
+                    f"direction, key {k!r}: shape {tuple(d.shape)} != {tuple(v.shape)}"
+                )
             acc = _acc_dtype(v)
             out[k] = (v.detach().to(acc) + float(alpha) * d.detach().to(acc)).to(v.dtype)
         else:

@@ -43,13 +43,13 @@ StateDict = Mapping[str, torch.Tensor]
 Checkpoint = Union[StateDict, str, "os.PathLike[str]"]
 
 __all__ = [
-    "weighted_merge",
-    "sma",
     "ema",
     "ema_weights",
-    "merged_trajectory",
     "load_checkpoint",
+    "merged_trajectory",
     "save_checkpoint",
+    "sma",
+    "weighted_merge",
 ]
 
 
@@ -80,7 +80,7 @@ def save_checkpoint(state_dict: StateDict, path: str | os.PathLike[str]) -> None
     """Write a state dict to .safetensors; tied (aliased) tensors are written once per key."""
     from safetensors.torch import save_file
 
-    seen: set[tuple[int, int]] = set()
+    seen: set[tuple[int, object]] = set()
     out = {}
     for k, v in state_dict.items():
         t = v.detach().cpu().contiguous()
@@ -143,7 +143,9 @@ def _iter_checkpoints(
     """Yield (index, validated state dict), loading paths lazily, checked against checkpoint 0."""
     ref: dict[str, torch.Tensor] | None = None
     for i, ck in enumerate(checkpoints):
-        name = f"checkpoint {i}" + (f" ({os.fspath(ck)!r})" if isinstance(ck, (str, os.PathLike)) else "")
+        name = f"checkpoint {i}" + (
+            f" ({os.fspath(ck)!r})" if isinstance(ck, (str, os.PathLike)) else ""
+        )
         sd = load_checkpoint(ck, name=name)
         if ref is None:
             ref = sd
