@@ -5,25 +5,26 @@ oscillate but consecutive merged checkpoints lie on a near rank-1 line (one comp
 > 94% of the variance); extrapolating the merge along that line (Extra-Merge) lowers the loss
 below standard merging, without gradient updates, for AdamW and for Muon.
 
-Here: a GPT (quick: 2 layers x 128, ~0.4M parameters; full: 4 x 192, ~1.8M) on character-level
-English text that ships with CPython (`pydoc_data.topics`), split BY TOPIC into train / select /
-report. Warmup-stable-decay schedule: checkpoints every `every` steps in the last part of the
-constant-LR stable phase (late-stage oscillation), then the true decay branch (LR -> 0) from the
-last stable checkpoint as the oracle. Arms, all from the same run (paired by seed):
+Here: a GPT (quick: 2 layers x 64, 0.11M parameters, block 32; full: 4 x 192, ~1.8M, block 128)
+on character-level English text that ships with CPython (`pydoc_data.topics`), split BY TOPIC into
+train / select / report. Warmup-stable-decay schedule: checkpoints every `every` steps in the last
+part of the constant-LR stable phase (late-stage oscillation), then the true decay branch
+(LR -> 0) from the last stable checkpoint as the oracle. Arms, all from the same run (paired by
+seed):
 
-  last     the last stable checkpoint
-  sma      mean of the last W checkpoints, W chosen on `select` from WINDOWS
-  ema      EMA over the checkpoints, decay chosen on `select` from DECAYS
-  extra    Extra-Merge (direction "diff") on the SMA trajectory of the chosen W, alpha chosen on
-           `select` from {0} U ALPHAS (alpha = 0 is the SMA itself)
+  last       the last stable checkpoint
+  sma        mean of the last W checkpoints, W chosen on `select` from WINDOWS (6 candidates)
+  ema        EMA over the checkpoints, decay chosen on `select` from DECAYS (6 candidates)
+  extra      Extra-Merge [recon], direction "diff", on the SMA trajectory of the chosen W; alpha
+             chosen on `select` from {0} U ALPHAS (6 candidates + alpha = 0, the SMA itself)
   extra_pc1  the same with direction "pc1"
-  decay    the decay-branch model (uses extra gradient steps: the headroom, not a competitor)
+  extra_lag  ablation without a line search: alpha = (W - 1) / 2 (lag compensation), W on `select`
+  decay      the decay-branch model (extra gradient steps: the headroom, not a competitor)
 
-Every arm gets one hyperparameter with six candidates chosen on `select`; all numbers are
-cross-entropy (nats / char) on `report`, which nothing is tuned on. 95% intervals are Student-t
-over paired seed differences.
+All numbers are cross-entropy (nats / char) on `report`, which nothing is tuned on. 95% intervals
+are Student-t over paired seed differences. Everything is seeded (torch deterministic algorithms).
 
-    python benchmarks/reproduce.py --quick       # AdamW, 3 seeds, < 2 min on 2 CPU cores
+    python benchmarks/reproduce.py --quick       # AdamW, 3 seeds (see README for the time)
     python benchmarks/reproduce.py               # AdamW and Muon, 3 seeds, bigger model
 Progress goes to stderr; the last stdout line is one JSON object; the full JSON is written to
 benchmarks/reproduce_results.json (reproduce_results_quick.json with --quick).
