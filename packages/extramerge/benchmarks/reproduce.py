@@ -1,0 +1,386 @@
+"""Extra-Merge vs SMA / EMA vs the last checkpoint on a small char-level GPT (small scale).
+
+Paper claim (Zhou et al., arXiv 2605.26484): in late-stage pre-training the raw checkpoints
+oscillate but consecutive merged checkpoints lie on a near rank-1 line (one component explains
+> 94% of the variance); extrapolating the merge along that line (Extra-Merge) lowers the loss
+below standard merging, without gradient updates, for AdamW and for Muon.
+
+Here: a GPT (quick: 2 layers x 64, 0.11M parameters, block 32; full: 4 x 192, ~1.8M, block 128)
+on character-level English text that ships with CPython (`pydoc_data.topics`), split BY TOPIC into
+train / select / report. Warmup-stable-decay schedule: checkpoints every `every` steps in the last
+part of the constant-LR stable phase (late-stage oscillation), then the true decay branch
+(LR -> 0) from the last stable checkpoint as the oracle. Arms, all from the same run (paired by
+seed):
+
+  last       the last stable checkpoint
+  sma        mean of the last W checkpoints, W chosen on `select` from WINDOWS (6 candidates)
+  ema        EMA over the checkpoints, decay chosen on `select` from DECAYS (6 candidates)
+  extra      Extra-Merge [recon], direction "diff", on the SMA trajectory of the chosen W; alpha
+             chosen on `select` from {0} U ALPHAS (6 candidates + alpha = 0, the SMA itself)
+  extra_pc1  the same with direction "pc1"
+  extra_lag  ablation without a line search: alpha = (W - 1) / 2 (lag compensation), W on `select`
+  decay      the decay-branch model (extra gradient steps: the headroom, not a competitor)
+
+All numbers are cross-entropy (nats / char) on `report`, which nothing is tuned on. 95% intervals
+are Student-t over paired seed differences. Everything is seeded (torch deterministic algorithms).
+
+    python benchmarks/reproduce.py --quick       # AdamW, 3 seeds (see README for the time)
+    python benchmarks/reproduce.py               # AdamW and Muon, 3 seeds, bigger model
+Progress goes to stderr; the last stdout line is one JSON object; the full JSON is written to
+benchmarks/reproduce_results.json (reproduce_results_quick.json with --quick).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from icml26_extramerge import ema, extra_merge, merged_trajectory, rank1_report, sma
+from torch import nn
+
+WINDOWS = (2, 4, 8, 12, 16, 24)  # SMA windows (checkpoints)
+DECAYS = (0.5, 0.75, 0.875, 0.9, 0.9375, 0.96)  # EMA decays (horizons ~2..25 checkpoints)
+ALPHAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # Extra-Merge line-search coefficients (merged steps)
+TRAJ = 16  # merged checkpoints in the trajectory Extra-Merge reads (for "pc1"; "diff" uses 2)
+T_CRIT_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 9: 2.262}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# data: pydoc_data.topics split by topic
+# ---------------------------------------------------------------------------------------------
+def load_text() -> tuple[dict[str, torch.Tensor], int]:
+    import pydoc_data.topics as topics
+
+    parts: dict[str, list[str]] = {"train": [], "select": [], "report": []}
+    for name, text in sorted(topics.topics.items()):
+        h = zlib.crc32(name.encode()) % 10  # deterministic topic split 8 / 1 / 1 (by bytes)
+        split = "select" if h == 0 else "report" if h == 1 else "train"
+        parts[split].append(" ".join(text.split()))
+    text = {k: "\n".join(v) for k, v in parts.items()}
+    chars = sorted({c for t in text.values() for c in t if c.isascii()})
+    idx = {c: i for i, c in enumerate(chars)}
+    ids = {
+        k: torch.tensor([idx[c] for c in t if c in idx], dtype=torch.long) for k, t in text.items()
+    }
+    return ids, len(chars)
+
+
+def windows(data: torch.Tensor, n: int, block: int, g: torch.Generator) -> torch.Tensor:
+    starts = torch.randint(0, len(data) - block - 1, (n,), generator=g)
+    return torch.stack([data[s : s + block + 1] for s in starts])  # (n, block + 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# model: a minimal GPT (pre-LN, tied embeddings, SDPA causal attention)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class GPTConfig:
+    vocab: int
+    block: int = 64
+    n_layer: int = 2
+    n_embd: int = 128
+    n_head: int = 4
+
+
+class Block(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(c.n_embd), nn.LayerNorm(c.n_embd)
+        self.qkv = nn.Linear(c.n_embd, 3 * c.n_embd, bias=False)
+        self.proj = nn.Linear(c.n_embd, c.n_embd, bias=False)
+        self.fc = nn.Linear(c.n_embd, 4 * c.n_embd, bias=False)
+        self.out = nn.Linear(4 * c.n_embd, c.n_embd, bias=False)
+        self.h = c.n_head
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (
+            z.view(b, t, self.h, d // self.h).transpose(1, 2) for z in (q, k, v)
+        )  # (B,H,T,hs)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.wte = nn.Embedding(c.vocab, c.n_embd)
+        self.wpe = nn.Embedding(c.block, c.n_embd)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layer))
+        self.ln = nn.LayerNorm(c.n_embd)
+        self.head = nn.Linear(c.n_embd, c.vocab, bias=False)
+        self.head.weight = self.wte.weight  # tied
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, idx):  # (B, T) -> (B, T, V)
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x))
+
+
+def loss_on(model: nn.Module, batches: torch.Tensor) -> float:
+    model.eval()
+    with torch.no_grad():
+        tot = 0.0
+        for xy in batches:  # (b, block + 1)
+            logits = model(xy[:, :-1])
+            tot += float(
+                F.cross_entropy(logits.reshape(-1, logits.shape[-1]), xy[:, 1:].reshape(-1))
+            )
+    model.train()
+    return tot / len(batches)
+
+
+def make_eval(model: nn.Module, batches: torch.Tensor):
+    def eval_fn(sd):
+        model.load_state_dict(sd)
+        return loss_on(model, batches)
+
+    return eval_fn
+
+
+def optimizers(model: nn.Module, kind: str, lr: float):
+    if kind == "adamw":
+        return [torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)]
+    # Muon for the hidden matrices, AdamW for embeddings / head / LayerNorm (Jordan et al.)
+    hidden = [p for n, p in model.named_parameters() if p.ndim == 2 and n.startswith("blocks")]
+    rest = [p for n, p in model.named_parameters() if not (p.ndim == 2 and n.startswith("blocks"))]
+    return [
+        torch.optim.Muon(
+            hidden, lr=lr, momentum=0.95, weight_decay=0.1, adjust_lr_fn="match_rms_adamw"
+        ),
+        torch.optim.AdamW(rest, lr=lr, betas=(0.9, 0.95), weight_decay=0.1),
+    ]
+
+
+def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items() if k != "head.weight"}
+
+
+def paired(a: np.ndarray, b: np.ndarray) -> dict:
+    d = a - b
+    n = len(d)
+    half = T_CRIT_95.get(n - 1, 1.96) * d.std(ddof=1) / math.sqrt(n) if n > 1 else float("nan")
+    return {
+        "mean": float(d.mean()),
+        "ci95": [float(d.mean() - half), float(d.mean() + half)],
+        "wins": int((d < 0).sum()),
+        "n": n,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# one run
+# ---------------------------------------------------------------------------------------------
+def run(seed: int, opt_kind: str, cfg: GPTConfig, sched: dict, data, evals) -> dict:
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(1000 + seed)
+    model = GPT(cfg)
+    opts = optimizers(model, opt_kind, sched["lr"])
+    base_lr = [[pg["lr"] for pg in o.param_groups] for o in opts]
+    warm, stable, every, n_ck, dec = (
+        sched[k] for k in ("warmup", "stable", "every", "n_ckpt", "decay")
+    )
+    first_ck = warm + stable - (n_ck - 1) * every
+
+    def step(t: int, lr_mult: float, gen: torch.Generator) -> float:
+        for o, lrs in zip(opts, base_lr):
+            for pg, lr0 in zip(o.param_groups, lrs):
+                pg["lr"] = lr0 * lr_mult
+        xy = windows(data["train"], sched["batch"], cfg.block, gen)
+        logits = model(xy[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), xy[:, 1:].reshape(-1))
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        for o in opts:
+            o.step()
+        return float(loss.detach())
+
+    ckpts = []
+    for t in range(1, warm + stable + 1):
+        step(t, min(1.0, t / warm), g)
+        if t >= first_ck and (t - first_ck) % every == 0:
+            ckpts.append(snapshot(model))
+    assert len(ckpts) == n_ck
+    # oracle: the decay branch (linear LR -> 0) from the last stable checkpoint
+    opt_state = [o.state_dict() for o in opts]
+    gd = torch.Generator().manual_seed(2000 + seed)
+    for t in range(1, dec + 1):
+        step(t, 1.0 - t / (dec + 1), gd)
+    decay_sd = snapshot(model)
+    for o, s in zip(opts, opt_state):
+        o.load_state_dict(s)
+
+    ev_model = GPT(cfg)
+    sel, rep = make_eval(ev_model, evals["select"]), make_eval(ev_model, evals["report"])
+
+    def load(sd):  # state dicts without the tied head key
+        return {**sd, "head.weight": sd["wte.weight"]}
+
+    out: dict = {"seed": seed}
+    out["last"] = rep(load(ckpts[-1]))
+    out["decay"] = rep(load(decay_sd))
+    sma_sel = {w: sel(load(sma(ckpts[-w:]))) for w in WINDOWS}
+    w_best = min(sma_sel, key=sma_sel.get)
+    out["sma"], out["sma_window"] = rep(load(sma(ckpts[-w_best:]))), w_best
+    ema_sel = {d: sel(load(ema(ckpts, d))) for d in DECAYS}
+    d_best = min(ema_sel, key=ema_sel.get)
+    out["ema"], out["ema_decay"] = rep(load(ema(ckpts, d_best))), d_best
+
+    # Extra-Merge (the paper's recipe as reconstructed): the SMA trajectory of the chosen W,
+    # alpha by a forward-only line search on `select` over {0} U ALPHAS (alpha = 0 is the SMA)
+    traj = merged_trajectory(ckpts[-(w_best + TRAJ - 1) :], window=w_best)
+    for name, direction in (("extra", "diff"), ("extra_pc1", "pc1")):
+        r = extra_merge(traj, direction=direction, eval_fn=lambda sd: sel(load(sd)), alphas=ALPHAS)
+        out[name], out[f"{name}_alpha"] = rep(load(r.state_dict)), r.alpha
+        out[f"{name}_select_curve"] = {str(a): v for a, v in r.losses.items()}
+    # ablation, no line search: alpha = (W - 1) / 2 moves the SMA's centroid (which lags the
+    # newest checkpoint by (W - 1) / 2 intervals) to the newest checkpoint along g; W chosen on
+    # `select` from the SMA's six windows
+    cand = {}
+    for w in WINDOWS:
+        r = extra_merge(
+            merged_trajectory(ckpts[-(w + 1) :], window=w), alpha=(w - 1) / 2, direction="diff"
+        )
+        cand[w] = (sel(load(r.state_dict)), r.state_dict)
+    w_x = min(cand, key=lambda w: cand[w][0])
+    out["extra_lag"], out["extra_lag_window"] = rep(load(cand[w_x][1])), w_x
+    # rank-1 structure: merged trajectory vs raw checkpoints over the same span
+    traj = merged_trajectory(ckpts[-(8 + TRAJ - 1) :], window=8)
+    span = ckpts[-TRAJ:]
+    out["evr_merged"] = rank1_report(traj).explained_variance_ratio
+    out["evr_raw"] = rank1_report(span).explained_variance_ratio
+    out["evr_raw_all"] = rank1_report(ckpts).explained_variance_ratio
+    log(
+        f"[{opt_kind} seed {seed}] last {out['last']:.4f} sma(W={w_best}) {out['sma']:.4f} "
+        f"ema({d_best}) {out['ema']:.4f} extra(a={out['extra_alpha']}) {out['extra']:.4f} "
+        f"extra_pc1(a={out['extra_pc1_alpha']}) {out['extra_pc1']:.4f} "
+        f"extra_lag(W={out['extra_lag_window']}) {out['extra_lag']:.4f} decay {out['decay']:.4f} "
+        f"EVR merged {out['evr_merged']:.3f} raw {out['evr_raw']:.3f}"
+    )
+    return out
+
+
+def summarise(runs: list[dict]) -> dict:
+    arr = {
+        k: np.array([r[k] for r in runs])
+        for k in ("last", "sma", "ema", "extra", "extra_pc1", "extra_lag", "decay")
+    }
+    best_merge = np.minimum(
+        arr["sma"], arr["ema"]
+    )  # the better standard merge, per seed (on report)
+    s = {k: float(v.mean()) for k, v in arr.items()}
+    s["extra_minus_sma"] = paired(arr["extra"], arr["sma"])
+    s["extra_minus_ema"] = paired(arr["extra"], arr["ema"])
+    s["extra_minus_best_merge_oracle_pick"] = paired(arr["extra"], best_merge)
+    s["extra_pc1_minus_sma"] = paired(arr["extra_pc1"], arr["sma"])
+    s["extra_lag_minus_sma"] = paired(arr["extra_lag"], arr["sma"])
+    s["sma_minus_last"] = paired(arr["sma"], arr["last"])
+    s["extra_minus_decay"] = paired(arr["extra"], arr["decay"])
+    gap = arr["last"] - arr["decay"]
+    s["headroom_closed_by_extra"] = float(((arr["last"] - arr["extra"]) / gap).mean())
+    s["headroom_closed_by_sma"] = float(((arr["last"] - arr["sma"]) / gap).mean())
+    s["order_extra_lt_sma_lt_last_every_seed"] = bool(
+        np.all(arr["extra"] < arr["sma"]) and np.all(arr["sma"] < arr["last"])
+    )
+    for k in ("evr_merged", "evr_raw"):
+        s[k] = float(np.mean([r[k] for r in runs]))
+    return s
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--optimizers", default=None, help="comma list of adamw,muon")
+    ap.add_argument("--lr", type=float, default=None)
+    args = ap.parse_args()
+    t0 = time.time()
+    torch.set_num_threads(2)
+    torch.use_deterministic_algorithms(True)
+    data, vocab = load_text()
+    if args.quick:
+        cfg = GPTConfig(vocab=vocab, block=32, n_layer=2, n_embd=64, n_head=4)
+        sched = dict(
+            lr=args.lr or 1e-2, warmup=20, stable=400, every=4, n_ckpt=40, decay=80, batch=32
+        )
+        opt_kinds = (args.optimizers or "adamw").split(",")
+        n_eval = 4
+    else:
+        cfg = GPTConfig(vocab=vocab, block=128, n_layer=4, n_embd=192, n_head=6)
+        sched = dict(lr=3e-3, warmup=50, stable=900, every=10, n_ckpt=48, decay=200, batch=32)
+        opt_kinds = (args.optimizers or "adamw,muon").split(",")
+        n_eval = 24
+    ge = torch.Generator().manual_seed(12345)
+    evals = {
+        k: windows(data[k], n_eval * 64, cfg.block, ge).view(n_eval, 64, cfg.block + 1)
+        for k in ("select", "report")
+    }
+    n_params = sum(p.numel() for p in GPT(cfg).parameters())
+    log(
+        f"GPT {n_params / 1e6:.2f}M params, train/select/report chars "
+        f"{[len(data[k]) for k in ('train', 'select', 'report')]}"
+    )
+    results = {
+        "config": {
+            "model": cfg.__dict__,
+            "params": n_params,
+            "schedule": sched,
+            "windows": WINDOWS,
+            "decays": DECAYS,
+            "alphas": ALPHAS,
+            "quick": args.quick,
+            "seeds": args.seeds,
+        }
+    }
+    for kind in opt_kinds:
+        runs = [run(s, kind, cfg, sched, data, evals) for s in range(args.seeds)]
+        results[kind] = {"runs": runs, "summary": summarise(runs)}
+        log(json.dumps(results[kind]["summary"], indent=1))
+    results["seconds"] = round(time.time() - t0, 1)
+    name = "reproduce_results_quick.json" if args.quick else "reproduce_results.json"
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "w") as f:
+        json.dump(results, f, indent=1)
+
+    head = results[opt_kinds[0]]["summary"]
+    d = head["extra_minus_sma"]
+    row = {
+        "package": "extramerge",
+        "claim": (
+            f"Extra-Merge vs SMA, report-split val loss (nats/char), char GPT {n_params / 1e6:.1f}M, "
+            f"{opt_kinds[0]}, {args.seeds} paired seeds: diff {d['mean']:+.4f} "
+            f"[{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}], wins {d['wins']}/{d['n']}; "
+            f"last {head['last']:.4f}, decay oracle {head['decay']:.4f}; "
+            f"EVR(PC1) merged {head['evr_merged']:.2f} vs raw {head['evr_raw']:.2f}"
+        ),
+        "paper": "Extra-Merge < standard merging (GPT-2/LLaMA 124M-2B); PC1 > 94% of merged variance",
+        "ours": round(head["extra"], 4),
+        "baseline": round(head["sma"], 4),
+        "ratio": round(head["extra"] / head["sma"], 4),
+        "seconds": results["seconds"],
+    }
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
