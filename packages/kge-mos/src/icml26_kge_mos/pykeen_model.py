@@ -32,17 +32,17 @@ model as an output head over PyKEEN's interaction's query vector.
 """
 
 import warnings
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Optional
 
 import torch
-from class_resolver import HintOrType, OptionalKwargs
 from pykeen.constants import DEFAULT_EMBEDDING_HPO_EMBEDDING_DIM_RANGE
 from pykeen.losses import CrossEntropyLoss, Loss
 from pykeen.models import ERModel, model_resolver
 from pykeen.nn.init import xavier_normal_norm_, xavier_uniform_
 from pykeen.nn.modules import ComplExInteraction, DistMultInteraction
 from pykeen.regularizers import Regularizer
-from pykeen.typing import Constrainer, Hint, Initializer
+from pykeen.typing import Constrainer, Hint, HintOrType, Initializer
 
 from .mos import ACTIVATIONS, MoSOutput, _positive_int
 
@@ -75,7 +75,9 @@ class MoSKGE(ERModel):
             normalisation; off here by default).
         regularizer, regularizer_kwargs: optional PyKEEN regularizer on both representations
             (PyKEEN's DistMult uses an Lp regularizer; off here by default).
-        kwargs: passed to :class:`pykeen.models.ERModel` (``loss``, ``random_seed``, ...).
+        loss, loss_kwargs: a PyKEEN loss (default ``CrossEntropyLoss``, the paper's 1-N
+            objective; others train with a warning). Declared here so PyKEEN's CLI has ``--loss``.
+        kwargs: passed to :class:`pykeen.models.ERModel` (``random_seed``, ...).
     """
 
     hpo_default: ClassVar[dict[str, Any]] = dict(
@@ -97,7 +99,9 @@ class MoSKGE(ERModel):
         relation_initializer: Hint[Initializer] = None,
         entity_constrainer: Hint[Constrainer] = None,
         regularizer: HintOrType[Regularizer] = None,
-        regularizer_kwargs: OptionalKwargs = None,
+        regularizer_kwargs: Optional[Mapping[str, Any]] = None,  # noqa: UP045 (PyKEEN's CLI)
+        loss: HintOrType[Loss] = None,
+        loss_kwargs: Optional[Mapping[str, Any]] = None,  # noqa: UP045
         **kwargs,
     ) -> None:
         embedding_dim = _positive_int("embedding_dim", embedding_dim)
@@ -130,6 +134,8 @@ class MoSKGE(ERModel):
             interaction=interaction,
             entity_representations_kwargs=ent_kw,
             relation_representations_kwargs=rel_kw,
+            loss=loss,
+            loss_kwargs=loss_kwargs,
             **kwargs,
         )
         if not isinstance(self.loss, CrossEntropyLoss):
