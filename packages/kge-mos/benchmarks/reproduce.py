@@ -19,7 +19,7 @@ Per cell (dataset, d):
 
 No arm is tuned: every arm uses the same fixed lr / epochs / batch (equal effort, zero).
 
-``--quick`` (≤ 2 min on two cores): UMLS, d ∈ {2, 4, 8}, 3 seeds, 60 epochs, plus the
+``--quick`` (≤ 2 min on two cores): UMLS, d ∈ {2, 4, 8}, 3 seeds, 50 epochs (free queries: 80), plus the
 synthetic threshold table (c ∈ {1, 2}). Full: UMLS, Kinships, Nations and a synthetic dense
 graph (|E| = 200, out-degree 20), d ∈ {2, 4, 8, 16}, 5 seeds, 200 epochs.
 
@@ -256,7 +256,7 @@ def main() -> None:
     gc.freeze()  # keep PyKEEN's per-epoch gc.collect() cheap
     if args.quick:
         args.datasets, args.dims, args.seeds = ("umls",), (2, 4, 8), (0, 1, 2)
-        args.epochs, args.free_epochs = 60, 100
+        args.epochs, args.free_epochs = 50, 80
         args.degrees, args.syn_dims, args.syn_epochs = (1, 2), (2, 3, 4, 6), 200
     else:
         args.datasets, args.dims = ("umls", "kinships", "nations", "synthetic"), (2, 4, 8, 16)

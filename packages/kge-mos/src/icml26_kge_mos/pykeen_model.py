@@ -130,6 +130,8 @@ class MoSKGE(ERModel):
             rel_kw.update(regularizer=regularizer, regularizer_kwargs=regularizer_kwargs)
         # ERModel builds the representations and calls reset_parameters_() exactly once; the
         # MoS layer does not exist yet then, so it initialises itself on construction below.
+        # Later reset_parameters_() calls reach MoSOutput.reset_parameters() through
+        # ERModel._reset_parameters_, which resets every submodule bottom-up.
         super().__init__(
             interaction=interaction,
             entity_representations_kwargs=ent_kw,
@@ -154,13 +156,6 @@ class MoSKGE(ERModel):
             if n_components > 1
             else None
         )
-
-    # -- PyKEEN plumbing ------------------------------------------------------------------
-    def _reset_parameters_(self) -> None:
-        super()._reset_parameters_()
-        output = getattr(self, "output", None)
-        if output is not None:
-            output.reset_parameters()
 
     # -- query vectors and 1-N log-probabilities ------------------------------------------
     def _tail_query(self, h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
