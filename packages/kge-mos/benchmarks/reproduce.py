@@ -23,7 +23,8 @@ No arm is tuned: every arm uses the same fixed lr / epochs / batch (equal effort
 synthetic threshold table (c ∈ {1, 2}). Full: UMLS, Kinships, Nations and a synthetic dense
 graph (|E| = 200, out-degree 20), d ∈ {2, 4, 8, 16}, 5 seeds, 200 epochs.
 
-Prints tables to stderr and ONE JSON line to stdout (last line); ``--out`` writes every row.
+Prints tables to stderr and ONE JSON line to stdout (last line); every row goes to
+``results_quick.json`` / ``results_full.json`` beside this file (or ``--out``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import sys
 import time
 import warnings
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -246,7 +248,9 @@ def table(rows) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", help="write every row as JSON to this path")
+    parser.add_argument(
+        "--out", help="JSON with every row (default: results_{quick,full}.json beside this file)"
+    )
     parser.add_argument("--no-peer", dest="peer", action="store_false")
     args = parser.parse_args()
     torch.set_num_threads(1)  # tiny matmuls: threads only add overhead on 2 shared cores
@@ -275,9 +279,10 @@ def main() -> None:
         rows.extend(run_cell(name, ds, dim, args) for dim in args.dims)
     syn = run_synthetic(args)
     log("\n" + table(rows))
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(dict(grid=rows, synthetic=syn), fh, indent=1)
+    name = "results_quick.json" if args.quick else "results_full.json"
+    out = Path(args.out) if args.out else Path(__file__).with_name(name)
+    with open(out, "w") as fh:
+        json.dump(dict(grid=rows, synthetic=syn), fh, indent=1)
 
     # headline: cells with headroom (free linear at least 0.05 nats above the floor)
     cells = [r for r in rows if r["headroom"] > 0.05]
