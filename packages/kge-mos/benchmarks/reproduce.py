@@ -252,6 +252,10 @@ def main() -> None:
         "--out", help="JSON with every row (default: results_{quick,full}.json beside this file)"
     )
     parser.add_argument("--no-peer", dest="peer", action="store_false")
+    parser.add_argument(
+        "--datasets", help="comma-separated subset of umls,kinships,nations,synthetic (any mode)"
+    )
+    parser.add_argument("--no-synthetic", dest="synthetic", action="store_false")
     args = parser.parse_args()
     torch.set_num_threads(1)  # tiny matmuls: threads only add overhead on 2 shared cores
     logging.disable(logging.WARNING)  # PyKEEN's INFO/WARNING chatter
@@ -270,6 +274,10 @@ def main() -> None:
             (2, 3, 4, 6, 8, 12, 16, 24),
             500,
         )
+    if args.datasets:
+        args.datasets = tuple(args.datasets.split(","))
+    if not args.synthetic:
+        args.degrees = ()
     t0 = time.perf_counter()
     rows = []
     for name in args.datasets:
