@@ -253,7 +253,9 @@ def main() -> None:
     )
     parser.add_argument("--no-peer", dest="peer", action="store_false")
     parser.add_argument(
-        "--datasets", help="comma-separated subset of umls,kinships,nations,synthetic (any mode)"
+        "--datasets",
+        dest="only_datasets",
+        help="comma-separated subset of umls,kinships,nations,synthetic (any mode)",
     )
     parser.add_argument("--no-synthetic", dest="synthetic", action="store_false")
     args = parser.parse_args()
@@ -274,8 +276,8 @@ def main() -> None:
             (2, 3, 4, 6, 8, 12, 16, 24),
             500,
         )
-    if args.datasets:
-        args.datasets = tuple(args.datasets.split(","))
+    if args.only_datasets:
+        args.datasets = tuple(args.only_datasets.split(","))
     if not args.synthetic:
         args.degrees = ()
     t0 = time.perf_counter()
