@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 from icml26_kge_mos import MoSOutput, linear_log_probs, mos_log_probs_ref, mos_log_probs_sliced
@@ -57,7 +58,7 @@ def test_k1_identity_head_is_the_linear_layer():
 
 def test_tanh_k1_is_not_linear():
     # the tanh head changes the function: guards against the activation being ignored
-    layer = MoSOutput(5, 1).double().set_identity_()
+    layer = MoSOutput(5, 1, activation="tanh").double().set_identity_()
     h, ent = torch.randn(8, 5, dtype=torch.float64) * 3, torch.randn(13, 5, dtype=torch.float64)
     assert not torch.allclose(layer(h, ent), linear_log_probs(h, ent))
 
@@ -128,3 +129,92 @@ def test_bad_shapes():
         mos_log_probs_sliced(log_pi, g, ent, chunk_size=0)
     with pytest.raises(ValueError, match="g must have shape"):
         mos_log_probs_ref(log_pi, g[:, :1], ent)
+
+
+def _numpy_mos(layer: MoSOutput, h: np.ndarray, ent: np.ndarray) -> np.ndarray:
+    """Brute force from the layer's parameters, in NumPy float64 (no package function)."""
+    wp = layer.gate.weight.detach().double().numpy()  # (K, d)
+    wh = layer.heads.weight.detach().double().numpy()  # (K·d, d)
+    bh = layer.heads.bias.detach().double().numpy()  # (K·d,)
+    tau = float(layer.log_scale.detach().exp())
+    k, d = layer.n_components, layer.dim
+    out = np.zeros((len(h), len(ent)))
+    for b, hb in enumerate(h):
+        a = wp @ hb
+        pi = np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+        for j in range(k):
+            pre = wh[j * d : (j + 1) * d] @ hb + bh[j * d : (j + 1) * d]
+            g = {"tanh": np.tanh(pre), "identity": pre, "residual": hb + np.tanh(pre)}[
+                layer.activation
+            ]
+            z = ent @ (tau * g)
+            out[b] += pi[j] * np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+    return np.log(out)
+
+
+@pytest.mark.parametrize("activation", ["residual", "tanh", "identity"])
+def test_layer_matches_numpy_brute_force_and_gate_depends_on_h(activation):
+    # A gate that ignores h (uniform or constant mixture) fails the first assert: the brute
+    # force evaluates softmax(W_pi h) per query. The second pins that the gate is not constant.
+    torch.manual_seed(3)
+    layer = MoSOutput(4, 3, activation=activation, init="random").double()
+    with torch.no_grad():
+        layer.gate.weight.mul_(4.0)  # make the mixture weights far from uniform
+        layer.log_scale.fill_(0.3)
+    h = torch.randn(6, 4, dtype=torch.float64) * 2
+    ent = torch.randn(9, 4, dtype=torch.float64) * 2
+    expected = _numpy_mos(layer, h.numpy(), ent.numpy())
+    np.testing.assert_allclose(layer(h, ent).detach().numpy(), expected, rtol=1e-10)
+    log_pi = layer.mixture(h)[0].detach()
+    assert float((log_pi.exp().max(1).values - log_pi.exp().min(1).values).min()) > 0.05
+    assert float((log_pi[0] - log_pi[1]).abs().max()) > 0.05
+
+
+@pytest.mark.parametrize("activation", ["residual", "identity"])
+@pytest.mark.parametrize("k", [2, 5])
+def test_identity_init_is_exactly_the_linear_layer(activation, k):
+    # superset start: any K, any (random) gate, the layer equals log softmax(E h) at init
+    torch.manual_seed(k)
+    layer = MoSOutput(5, k, activation=activation).double()
+    assert layer.init == "identity"
+    h, ent = torch.randn(8, 5, dtype=torch.float64) * 2, torch.randn(13, 5, dtype=torch.float64)
+    expected = h.numpy() @ ent.numpy().T
+    expected = expected - np.log(np.exp(expected).sum(1, keepdims=True))
+    np.testing.assert_allclose(layer(h, ent).detach().numpy(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((4, True), {}, "n_components"),
+        ((True,), {}, "dim"),
+        ((4, 2.0), {}, "n_components"),
+        ((4,), dict(init="zeros"), "init"),
+        ((4,), dict(gate_bias=1), "gate_bias"),
+    ],
+)
+def test_bad_constructor_values_name_the_argument(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MoSOutput(*args, **kwargs)
+
+
+def test_numpy_integer_sizes_are_accepted():
+    layer = MoSOutput(np.int64(4), np.int64(2))
+    assert (layer.dim, layer.n_components) == (4, 2) and type(layer.dim) is int
+
+
+def test_bad_forward_inputs_name_the_argument():
+    layer = MoSOutput(4, 2)  # float32
+    h, ent = torch.randn(3, 4), torch.randn(6, 4)
+    with pytest.raises(ValueError, match="h has dtype torch.float64"):
+        layer(h.double(), ent)
+    with pytest.raises(ValueError, match="entities has dtype"):
+        layer(h, ent.double())
+    bad = h.clone()
+    bad[1, 2] = float("nan")
+    with pytest.raises(ValueError, match="h holds NaN"):
+        layer(bad, ent)
+    bad = ent.clone()
+    bad[0, 0] = float("inf")
+    with pytest.raises(ValueError, match="entities holds NaN"):
+        layer(h, bad)

@@ -126,7 +126,12 @@ def sign_pattern_upper_bound(n_entities: int, dim: int) -> int:
 
 def necessary_dim(n_entities: int, n_answer_sets: int) -> int:
     """Smallest d whose :func:`sign_pattern_upper_bound` admits ``n_answer_sets`` distinct
-    answer sets: below it no linear output layer (any KGE) can separate them all."""
+    answer sets: below it no linear output layer (any KGE) can separate them all.
+
+    A reconstruction (Cover's counting bound), **not** the paper's v3 necessary bound, which
+    could not be read. It is valid but weak: 2–3 on UMLS / Kinships, where the measured
+    free-query threshold (``benchmarks/reproduce.py``: headroom above the NLL floor) is far
+    higher. Use it as a floor, and the measured threshold for what a graph actually needs."""
     n = _int_arg("n_entities", n_entities, 1)
     k = _int_arg("n_answer_sets", n_answer_sets, 0)
     if k > 2**n:

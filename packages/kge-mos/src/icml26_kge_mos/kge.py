@@ -23,12 +23,13 @@ keeps ``2R`` relation parameters, and head prediction ``(?, r, o)`` is the tail 
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 from torch import nn
 
-from .mos import MoSOutput, linear_log_probs
+from .mos import MoSOutput, _positive_int, linear_log_probs
 
 __all__ = ["SCORERS", "FreeQueryModel", "KGEModel"]
 
@@ -63,7 +64,10 @@ class KGEModel(nn.Module):
         relation_dim: TuckER's relation dimension d_r (default d).
         init_std: standard deviation of the normal initialisation of embeddings.
         chunk_size: entity slice for the MoS fused path (``None``: one-shot reference).
-        activation: MoS head non-linearity, ``"tanh"`` (default) or ``"identity"``.
+        activation: MoS head, ``"residual"`` (default), ``"tanh"`` or ``"identity"``
+            (:class:`~icml26_kge_mos.mos.MoSOutput`).
+        init: MoS head initialisation, ``"identity"`` (start at the linear layer) or
+            ``"random"``.
     """
 
     def __init__(
@@ -78,18 +82,22 @@ class KGEModel(nn.Module):
         relation_dim: int | None = None,
         init_std: float = 0.1,
         chunk_size: int | None = None,
-        activation: Literal["tanh", "identity"] = "tanh",
+        activation: Literal["residual", "tanh", "identity"] = "residual",
+        init: Literal["identity", "random"] = "identity",
     ) -> None:
         super().__init__()
-        for name, val in (("n_entities", n_entities), ("n_relations", n_relations), ("dim", dim)):
-            if not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be a positive int, got {val!r}")
+        n_entities = _positive_int("n_entities", n_entities)
+        n_relations = _positive_int("n_relations", n_relations)
+        dim = _positive_int("dim", dim)
         if scorer not in SCORERS:
             raise ValueError(f"scorer must be one of {SCORERS}, got {scorer!r}")
         if scorer in ("complex", "rotate") and dim % 2:
             raise ValueError(f"dim must be even for scorer={scorer!r} (d/2 complex), got {dim}")
-        if not isinstance(n_components, int) or n_components < 1:
-            raise ValueError(f"n_components must be a positive int, got {n_components!r}")
+        n_components = _positive_int("n_components", n_components)
+        if relation_dim is not None:
+            relation_dim = _positive_int("relation_dim", relation_dim)
+        if not (isinstance(init_std, (int, float)) and math.isfinite(init_std) and init_std > 0):
+            raise ValueError(f"init_std must be a positive finite float, got {init_std!r}")
         self.n_entities, self.n_relations, self.dim = n_entities, n_relations, dim
         self.scorer, self.n_components, self.reciprocal = scorer, n_components, reciprocal
         self.relation_dim, self.init_std = relation_dim or dim, init_std
@@ -105,7 +113,7 @@ class KGEModel(nn.Module):
         else:  # rotate: phases θ_r
             self.relation = nn.Parameter(torch.empty(n_rel, dim // 2))  # (R', d/2)
         self.output = (
-            MoSOutput(dim, n_components, activation=activation, chunk_size=chunk_size)
+            MoSOutput(dim, n_components, activation=activation, init=init, chunk_size=chunk_size)
             if n_components > 1
             else None
         )
@@ -114,7 +122,7 @@ class KGEModel(nn.Module):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """Normal(0, init_std) embeddings; RotatE phases uniform in [0, 2π); TuckER core
-        Normal(0, 1/d); MoS layer: PyTorch's default Linear initialisation."""
+        Normal(0, 1/d); MoS layer: :meth:`MoSOutput.reset_parameters`."""
         nn.init.normal_(self.entity, std=self.init_std)
         if self.scorer == "rotate":
             nn.init.uniform_(self.relation, 0.0, 2 * torch.pi)
@@ -123,9 +131,7 @@ class KGEModel(nn.Module):
         if self.scorer == "tucker":
             nn.init.normal_(self.core, std=self.dim**-0.5)
         if self.output is not None:
-            self.output.gate.reset_parameters()
-            self.output.heads.reset_parameters()
-            self.output.log_scale.zero_()
+            self.output.reset_parameters()
 
     # -- query vectors -------------------------------------------------------------------
     def query(self, s: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
@@ -212,15 +218,22 @@ class FreeQueryModel(nn.Module):
         *,
         n_components: int = 1,
         init_std: float = 1.0,
+        activation: Literal["residual", "tanh", "identity"] = "residual",
+        init: Literal["identity", "random"] = "identity",
     ) -> None:
         super().__init__()
-        for name, val in (("n_queries", n_queries), ("n_entities", n_entities), ("dim", dim)):
-            if not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be a positive int, got {val!r}")
+        n_queries = _positive_int("n_queries", n_queries)
+        n_entities = _positive_int("n_entities", n_entities)
+        dim = _positive_int("dim", dim)
+        n_components = _positive_int("n_components", n_components)
         self.dim, self.n_entities = dim, n_entities
         self.queries = nn.Parameter(torch.randn(n_queries, dim) * init_std)  # (Q, d)
         self.entity = nn.Parameter(torch.randn(n_entities, dim) * init_std)  # (N, d)
-        self.output = MoSOutput(dim, n_components) if n_components > 1 else None
+        self.output = (
+            MoSOutput(dim, n_components, activation=activation, init=init)
+            if n_components > 1
+            else None
+        )
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
         """``(B,) query ids -> (B, |E|)`` log-probabilities."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -47,6 +48,8 @@ __all__ = [
     "mos_log_probs_ref",
     "mos_log_probs_sliced",
 ]
+
+ACTIVATIONS: tuple[str, ...] = ("residual", "tanh", "identity")
 
 ScoreFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -172,16 +175,51 @@ def mos_log_probs_sliced(
     return _SlicedMoS.apply(log_pi, g, entities, chunk_size)
 
 
+def _positive_int(name: str, value: object) -> int:
+    """``value`` as an int >= 1 (Python or NumPy integer, not bool), else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _check_float_input(name: str, x: torch.Tensor, like: torch.Tensor) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != like.dtype:
+        raise ValueError(
+            f"{name} has dtype {x.dtype} but the layer's parameters are {like.dtype}; "
+            f"cast one of them (e.g. layer.to({x.dtype}) or {name}.to({like.dtype}))"
+        )
+    if x.device != like.device:
+        raise ValueError(f"{name} is on {x.device} but the layer's parameters on {like.device}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name} holds NaN or infinite values")
+
+
 class MoSOutput(nn.Module):
     """Mixture-of-softmaxes output layer: ``(B, d), (|E|, d) -> (B, |E|)`` log-probabilities.
 
-    ``log p(o|h) = log Σ_k softmax(W_π h)_k · softmax_o(E tanh(W_k h + b_k))``.
+    ``log p(o|h) = log Σ_k softmax(W_π h)_k · softmax_o(E g_k(h))`` with the component heads
+
+    * ``"tanh"``:     ``g_k = τ · tanh(W_k h + b_k)``      (Yang et al. 2018; the paper's MoS)
+    * ``"identity"``: ``g_k = τ · (W_k h + b_k)``
+    * ``"residual"``: ``g_k = τ · (h + tanh(W_k h + b_k))`` (ours, the default)
+
+    With ``init="identity"`` (default) the heads start where every component equals the
+    linear layer — ``W_k = I`` for ``"identity"``/``"tanh"``, ``W_k = 0`` for
+    ``"residual"``, ``b_k = 0``, ``τ = 1`` — so for ``"identity"`` and ``"residual"`` the
+    layer *is* the linear layer ``log softmax(E h)`` at initialisation whatever K and the
+    gate, and training can only move away from it where that lowers the loss (a superset
+    start). The gate ``W_π`` keeps PyTorch's random Linear initialisation, which breaks the
+    symmetry between the components (their gradients are weighted by ``π_k(h)``).
+    ``init="random"`` is PyTorch's default Linear initialisation of the heads (the MoS
+    reference code).
 
     Args:
         dim: query / entity dimension d.
         n_components: number of mixture components K (K ≥ 1).
-        activation: ``"tanh"`` (the MoS of Yang et al. 2018 and KGE-MoS) or ``"identity"``
-            (then K = 1 with ``W_1 = I, b_1 = 0`` is exactly the linear layer).
+        activation: ``"residual"``, ``"tanh"`` or ``"identity"`` (see above).
+        init: ``"identity"`` (start at the linear layer) or ``"random"``.
         gate_bias: whether the mixture-weight projection W_π has a bias (MoS: no).
         learn_scale: learn the output temperature τ (init 1); ``False`` fixes τ = 1.
         chunk_size: default entity slice for :func:`mos_log_probs_sliced`; ``None`` uses the
@@ -193,34 +231,55 @@ class MoSOutput(nn.Module):
         dim: int,
         n_components: int = 4,
         *,
-        activation: Literal["tanh", "identity"] = "tanh",
+        activation: Literal["residual", "tanh", "identity"] = "residual",
+        init: Literal["identity", "random"] = "identity",
         gate_bias: bool = False,
         learn_scale: bool = True,
         chunk_size: int | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(dim, int) or dim < 1:
-            raise ValueError(f"dim must be a positive int, got {dim!r}")
-        if not isinstance(n_components, int) or n_components < 1:
-            raise ValueError(f"n_components must be a positive int, got {n_components!r}")
-        if activation not in ("tanh", "identity"):
-            raise ValueError(f"activation must be 'tanh' or 'identity', got {activation!r}")
-        if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
-            raise ValueError(f"chunk_size must be None or a positive int, got {chunk_size!r}")
+        dim = _positive_int("dim", dim)
+        n_components = _positive_int("n_components", n_components)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        if init not in ("identity", "random"):
+            raise ValueError(f"init must be 'identity' or 'random', got {init!r}")
+        if not isinstance(gate_bias, bool):
+            raise ValueError(f"gate_bias must be a bool, got {gate_bias!r}")
+        if not isinstance(learn_scale, bool):
+            raise ValueError(f"learn_scale must be a bool, got {learn_scale!r}")
+        if chunk_size is not None:
+            chunk_size = _positive_int("chunk_size", chunk_size)
         self.dim, self.n_components = dim, n_components
-        self.activation, self.chunk_size = activation, chunk_size
+        self.activation, self.init, self.chunk_size = activation, init, chunk_size
         self.gate = nn.Linear(dim, n_components, bias=gate_bias)  # W_π: d -> K
         self.heads = nn.Linear(dim, n_components * dim)  # [W_1; ...; W_K], b: d -> K·d
         self.log_scale = nn.Parameter(torch.zeros(()), requires_grad=learn_scale)  # log τ
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Gate: PyTorch's Linear default; heads: the ``init`` scheme; ``τ = 1``."""
+        self.gate.reset_parameters()
+        if self.init == "identity":
+            self.set_identity_()
+        else:
+            self.heads.reset_parameters()
+            self.log_scale.zero_()
 
     def mixture(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``h (B, d) -> (log π (B, K), g (B, K, d))``."""
-        if h.dim() != 2 or h.shape[1] != self.dim:
-            raise ValueError(f"h must have shape (B, {self.dim}), got {tuple(h.shape)}")
+        if not isinstance(h, torch.Tensor) or h.dim() != 2 or h.shape[1] != self.dim:
+            shape = tuple(h.shape) if isinstance(h, torch.Tensor) else type(h).__name__
+            raise ValueError(f"h must have shape (B, {self.dim}), got {shape}")
         log_pi = torch.log_softmax(self.gate(h), dim=-1)  # (B, K)
-        g = self.heads(h).view(h.shape[0], self.n_components, self.dim)  # (B, K, d)
+        pre = self.heads(h).view(h.shape[0], self.n_components, self.dim)  # (B, K, d)
         if self.activation == "tanh":
-            g = torch.tanh(g)
+            g = torch.tanh(pre)
+        elif self.activation == "residual":
+            g = h.unsqueeze(1) + torch.tanh(pre)
+        else:
+            g = pre
         return log_pi, g * self.log_scale.exp()
 
     def forward(
@@ -234,20 +293,27 @@ class MoSOutput(nn.Module):
         """Log-probabilities ``(B, |E|)`` of every entity for each query vector.
 
         ``chunk_size`` (or the layer's default) selects the sliced fused path; it needs the
-        dot-product score (``score_fn=None``).
+        dot-product score (``score_fn=None``). ``h`` and ``entities`` must be finite and of
+        the layer's dtype and device (a ValueError names the argument otherwise).
         """
+        _check_float_input("h", h, self.gate.weight)
+        _check_float_input("entities", entities, self.gate.weight)
         log_pi, g = self.mixture(h)
         chunk = chunk_size if chunk_size is not None else self.chunk_size
         if chunk is not None and score_fn is None:
-            return mos_log_probs_sliced(log_pi, g, entities, chunk)
+            return mos_log_probs_sliced(log_pi, g, entities, int(chunk))
         return mos_log_probs_ref(log_pi, g, entities, score_fn)
 
     @torch.no_grad()
     def set_identity_(self) -> MoSOutput:
-        """Set every head to ``W_k = I, b_k = 0`` (with ``activation="identity"`` and K = 1 this
-        reproduces the linear output layer exactly)."""
-        eye = torch.eye(self.dim, dtype=self.heads.weight.dtype)
-        self.heads.weight.copy_(eye.repeat(self.n_components, 1))
+        """Start every component at the linear layer: ``b_k = 0``, ``τ = 1`` and ``W_k = I``
+        (``W_k = 0`` for ``"residual"``). For ``"identity"`` and ``"residual"`` the layer then
+        equals ``log softmax(E h)`` exactly, for any K and gate."""
+        if self.activation == "residual":
+            self.heads.weight.zero_()
+        else:
+            eye = torch.eye(self.dim, dtype=self.heads.weight.dtype)
+            self.heads.weight.copy_(eye.repeat(self.n_components, 1))
         self.heads.bias.zero_()
         self.log_scale.zero_()
         return self

@@ -1,115 +1,178 @@
-"""PyKEEN adapter (extra ``[pykeen]``): a PyKEEN ``Model`` whose scores are log-probabilities.
+"""PyKEEN model (extra ``[pykeen]``): an ``ERModel`` whose output layer is a mixture of softmaxes.
 
-``score_t`` returns ``log p(t | h, r)`` normalised over all entities. PyKEEN's LCWA
-``CrossEntropyLoss`` applies ``cross_entropy(predictions, normalize(labels))``, i.e. a
-``log_softmax`` of the scores; since ``log_softmax(log p) = log p`` the LCWA pipeline trains
-exactly the 1-N objective of :mod:`icml26_kge_mos.train`, and PyKEEN's rank-based evaluators
-rank by ``log p`` unchanged. sLCWA (negative sampling) scores single triples with a
-*margin / pointwise* loss on unnormalised scores; a mixture normalised over all entities has
-no such per-triple score, so training with it is refused with a clear error.
+:class:`MoSKGE` is a :class:`pykeen.models.ERModel`: its entity and relation embeddings are
+PyKEEN ``Representation`` modules (so PyKEEN's initialisers, constrainers, regularizers and
+representation classes apply), its ``interaction`` is PyKEEN's own ``DistMultInteraction`` or
+``ComplExInteraction``, and it trains with PyKEEN's training loops and evaluators. Importing
+this module registers it in PyKEEN's ``model_resolver``, so ``pipeline(model="moskge")`` works.
 
-Usage::
+Both base interactions are bilinear, ``score(h, r, t) = ⟨q(h, r), t⟩`` with the query vector
+``q = h ⊙ r`` (DistMult; ComplEx: ``Re⟨h ⊙ r, t̄⟩``, the real dot product of the stacked real
+and imaginary parts). The model replaces the linear output ``log softmax_t ⟨q, t⟩`` by
+:class:`~icml26_kge_mos.mos.MoSOutput`::
 
-    from pykeen.pipeline import pipeline
-    from icml26_kge_mos.pykeen_model import MoSKGE
+    log p(t | h, r) = log Σ_k softmax(W_π q)_k · softmax_t ⟨g_k(q), t⟩
 
-    result = pipeline(
-        dataset="nations", dataset_kwargs=dict(create_inverse_triples=True),
-        model=MoSKGE, model_kwargs=dict(embedding_dim=16, scorer="distmult", n_components=4),
-        training_loop="lcwa", loss="crossentropy", epochs=10,
-    )
+so ``score_t`` returns log-probabilities normalised over all entities. PyKEEN's LCWA
+``CrossEntropyLoss`` applies ``cross_entropy(scores, normalize(labels))``, a ``log_softmax`` of
+the scores, and ``log_softmax(log p) = log p``: the LCWA pipeline trains exactly the 1-N
+objective of the paper. With ``n_components=1`` the scores are PyKEEN's own DistMult / ComplEx
+scores (no softmax; the LCWA loss applies it), so K = 1 *is* the PyKEEN model.
+
+Head prediction uses the same output layer on the head-side query (DistMult: ``r ⊙ t``;
+ComplEx: ``conj(r) ⊙ t``, scored against ``h``). ``score_hrt`` gathers one entry of the
+normalised row, so it works in training mode too; sLCWA training then sees log-probabilities as
+scores (allowed, but the 1-N LCWA objective is the paper's). PyKEEN's ``pipeline`` and CLI
+ignore a model's ``loss_default`` (they pass ``MarginRankingLoss``), so pass
+``loss="crossentropy"``; any other loss trains, with a warning.
+
+Why no new ``Interaction``: an ``Interaction`` scores the (h, r, t) triples it is given, but a
+mixture of softmaxes needs each component's normaliser over *all* entities, so MoS lives in the
+model as an output head over PyKEEN's interaction's query vector.
 """
 
-from __future__ import annotations
-
-from typing import Any, ClassVar
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar, Optional
 
 import torch
-from pykeen.losses import CrossEntropyLoss
-from pykeen.models.base import Model
+from pykeen.constants import DEFAULT_EMBEDDING_HPO_EMBEDDING_DIM_RANGE
+from pykeen.losses import CrossEntropyLoss, Loss
+from pykeen.models import ERModel, model_resolver
+from pykeen.nn.init import xavier_normal_norm_, xavier_uniform_
+from pykeen.nn.modules import ComplExInteraction, DistMultInteraction
+from pykeen.regularizers import Regularizer
+from pykeen.typing import Constrainer, Hint, HintOrType, Initializer
 
-from .kge import KGEModel
+from .mos import ACTIVATIONS, MoSOutput, _positive_int
 
-__all__ = ["SLCWA_ERROR", "MoSKGE"]
+__all__ = ["BASES", "MoSKGE"]
 
-SLCWA_ERROR = (
-    "MoSKGE returns log-probabilities normalised over all entities (a mixture of softmaxes); "
-    "it cannot be trained with sLCWA negative sampling, which scores triples one by one. "
-    "Use training_loop='lcwa' (1-N / KvsAll) with loss='crossentropy'."
-)
+#: supported base interactions (bilinear: score = <query(h, r), t>)
+BASES: tuple[str, ...] = ("distmult", "complex")
 
 
-class MoSKGE(Model):
-    """A KGE (DistMult, ComplEx, RESCAL, TuckER, RotatE) with a linear or MoS output layer.
+def _real(x: torch.Tensor) -> torch.Tensor:
+    """Complex ``(..., d)`` -> real ``(..., 2d)`` (real parts, then imaginary parts)."""
+    if x.is_complex():
+        return torch.cat([x.real, x.imag], dim=-1)
+    return x
+
+
+class MoSKGE(ERModel):
+    """DistMult or ComplEx with a mixture-of-softmaxes output layer, as a PyKEEN ``ERModel``.
 
     Args:
         triples_factory: PyKEEN's triples factory (with or without inverse triples).
-        embedding_dim: d.
-        scorer: one of :data:`icml26_kge_mos.SCORERS`.
-        n_components: K (1 = the plain KGE with a softmax over entities).
-        activation, init_std, relation_dim: passed to :class:`icml26_kge_mos.KGEModel`.
-        loss: must be PyKEEN's ``CrossEntropyLoss`` (the default).
+        embedding_dim: d (ComplEx: d complex coordinates, i.e. a 2d-dimensional real query).
+        n_components: K; 1 gives PyKEEN's plain DistMult / ComplEx scores.
+        base: ``"distmult"`` or ``"complex"``; the PyKEEN interaction used.
+        activation: MoS head, ``"residual"`` (default), ``"tanh"`` or ``"identity"``.
+        mos_init: ``"identity"`` (start at the linear layer, default) or ``"random"``.
+        entity_initializer, relation_initializer: PyKEEN initialisers (defaults: PyKEEN's
+            DistMult ones; ComplEx: ``normal_``).
+        entity_constrainer: optional PyKEEN constrainer (PyKEEN's DistMult uses L2
+            normalisation; off here by default).
+        regularizer, regularizer_kwargs: optional PyKEEN regularizer on both representations
+            (PyKEEN's DistMult uses an Lp regularizer; off here by default).
+        loss, loss_kwargs: a PyKEEN loss (default ``CrossEntropyLoss``, the paper's 1-N
+            objective; others train with a warning). Declared here so PyKEEN's CLI has ``--loss``.
+        kwargs: passed to :class:`pykeen.models.ERModel` (``random_seed``, ...).
     """
 
-    loss_default: ClassVar[type] = CrossEntropyLoss
+    hpo_default: ClassVar[dict[str, Any]] = dict(
+        embedding_dim=DEFAULT_EMBEDDING_HPO_EMBEDDING_DIM_RANGE,
+        n_components=dict(type=int, low=1, high=8),
+    )
+    loss_default: ClassVar[type[Loss]] = CrossEntropyLoss
     loss_default_kwargs: ClassVar[dict[str, Any]] = {}
-    hpo_default: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,
         *,
-        triples_factory,
-        embedding_dim: int = 16,
-        scorer: str = "distmult",
+        embedding_dim: int = 50,
         n_components: int = 4,
-        activation: str = "tanh",
-        init_std: float = 0.1,
-        relation_dim: int | None = None,
-        loss=None,
-        loss_kwargs=None,
-        random_seed: int | None = None,
+        base: str = "distmult",
+        activation: str = "residual",
+        mos_init: str = "identity",
+        entity_initializer: Hint[Initializer] = None,
+        relation_initializer: Hint[Initializer] = None,
+        entity_constrainer: Hint[Constrainer] = None,
+        regularizer: HintOrType[Regularizer] = None,
+        regularizer_kwargs: Optional[Mapping[str, Any]] = None,  # noqa: UP045 (PyKEEN's CLI)
+        loss: HintOrType[Loss] = None,
+        loss_kwargs: Optional[Mapping[str, Any]] = None,  # noqa: UP045
+        **kwargs,
     ) -> None:
+        embedding_dim = _positive_int("embedding_dim", embedding_dim)
+        n_components = _positive_int("n_components", n_components)
+        if base not in BASES:
+            raise ValueError(f"base must be one of {BASES}, got {base!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        if mos_init not in ("identity", "random"):
+            raise ValueError(f"mos_init must be 'identity' or 'random', got {mos_init!r}")
+        if base == "complex":
+            interaction: type = ComplExInteraction
+            dtype = torch.cfloat
+            e_init = entity_initializer or torch.nn.init.normal_
+            r_init = relation_initializer or torch.nn.init.normal_
+        else:
+            interaction, dtype = DistMultInteraction, None
+            e_init = entity_initializer or xavier_uniform_
+            r_init = relation_initializer or xavier_normal_norm_
+        ent_kw: dict[str, Any] = dict(shape=embedding_dim, initializer=e_init, dtype=dtype)
+        rel_kw: dict[str, Any] = dict(shape=embedding_dim, initializer=r_init, dtype=dtype)
+        if entity_constrainer is not None:
+            ent_kw["constrainer"] = entity_constrainer
+        if regularizer is not None:
+            ent_kw.update(regularizer=regularizer, regularizer_kwargs=regularizer_kwargs)
+            rel_kw.update(regularizer=regularizer, regularizer_kwargs=regularizer_kwargs)
+        # ERModel builds the representations and calls reset_parameters_() exactly once; the
+        # MoS layer does not exist yet then, so it initialises itself on construction below.
+        # Later reset_parameters_() calls reach MoSOutput.reset_parameters() through
+        # ERModel._reset_parameters_, which resets every submodule bottom-up.
         super().__init__(
-            triples_factory=triples_factory,
+            interaction=interaction,
+            entity_representations_kwargs=ent_kw,
+            relation_representations_kwargs=rel_kw,
             loss=loss,
             loss_kwargs=loss_kwargs,
-            random_seed=random_seed,
-            predict_with_sigmoid=False,
+            **kwargs,
         )
         if not isinstance(self.loss, CrossEntropyLoss):
-            raise ValueError(
-                f"loss must be PyKEEN's CrossEntropyLoss (the scores are log-probabilities), "
-                f"got {type(self.loss).__name__}; pass loss='crossentropy' and "
-                f"training_loop='lcwa' to pykeen's pipeline()"
+            # PyKEEN's pipeline and CLI pass MarginRankingLoss whatever loss_default says, so
+            # refusing other losses would break them; log-probabilities are valid scores for any
+            # PyKEEN loss, but the paper's objective is the 1-N cross-entropy.
+            warnings.warn(
+                f"MoSKGE is trained with {type(self.loss).__name__}; the paper's objective is "
+                f"the 1-N log-likelihood: pass loss='crossentropy' and training_loop='lcwa'",
+                stacklevel=2,
             )
-        # With inverse triples PyKEEN already stores 2R relations (r -> 2r, inverse 2r+1);
-        # otherwise the KGE keeps its own reciprocal relations for head prediction.
-        self.kge = KGEModel(
-            self.num_entities,
-            self.num_relations,
-            embedding_dim,
-            scorer=scorer,  # type: ignore[arg-type]
-            n_components=n_components,
-            reciprocal=not self.use_inverse_triples,
-            relation_dim=relation_dim,
-            init_std=init_std,
-            activation=activation,  # type: ignore[arg-type]
+        self.base, self.n_components = base, n_components
+        real_dim = 2 * embedding_dim if base == "complex" else embedding_dim
+        self.output = (
+            MoSOutput(real_dim, n_components, activation=activation, init=mos_init)  # type: ignore[arg-type]
+            if n_components > 1
+            else None
         )
 
-    # -- PyKEEN plumbing ------------------------------------------------------------------
-    def _reset_parameters_(self) -> None:
-        self.kge.reset_parameters()
+    # -- query vectors and 1-N log-probabilities ------------------------------------------
+    def _tail_query(self, h: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """``(B, d) x2 -> (B, d')``: q with score(h, r, t) = <q, t> (real; ComplEx d' = 2d)."""
+        return _real(h * r)
 
-    def _get_entity_len(self, *, mode=None) -> int:
-        return self.num_entities
+    def _head_query(self, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """``(B, d) x2 -> (B, d')``: q with score(h, r, t) = <q, h>."""
+        return _real((r.conj() if r.is_complex() else r) * t)
 
-    def collect_regularization_term(self) -> torch.Tensor:
-        return torch.zeros((), device=self.kge.entity.device)
-
-    # -- scoring ---------------------------------------------------------------------------
-    def _log_probs(self, s: torch.Tensor, r: torch.Tensor, slice_size: int | None) -> torch.Tensor:
-        chunk = slice_size if slice_size and slice_size < self.num_entities else None
-        return self.kge(s, r, chunk_size=chunk)  # (B, |E|)
+    def _mos(
+        self, query: torch.Tensor, candidates: torch.Tensor, slice_size: int | None
+    ) -> torch.Tensor:
+        """MoS log-probabilities ``(B, d'), (N, d') -> (B, N)``."""
+        assert self.output is not None
+        chunk = slice_size if slice_size and slice_size < candidates.shape[0] else None
+        return self.output(query, candidates, chunk_size=chunk)
 
     @staticmethod
     def _select(logp: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
@@ -119,40 +182,63 @@ class MoSKGE(Model):
             return logp[:, ids]
         return logp.gather(1, ids)
 
-    def _inverse_relation(self, r: torch.Tensor) -> torch.Tensor:
-        if self.use_inverse_triples:
-            return self.relation_inverter.get_inverse_id(r)
-        return r + self.num_relations
+    def _tail_log_probs(self, hr_batch, slice_size, mode) -> torch.Tensor:
+        h, r, t = self._get_representations(h=hr_batch[:, 0], r=hr_batch[:, 1], t=None, mode=mode)
+        return self._mos(self._tail_query(h, r), _real(t), slice_size)  # (B, N)
 
     def score_t(self, hr_batch, *, slice_size=None, mode=None, tails=None):
-        """``log p(t | h, r)`` for all (or the given) tails: ``(B, 2) -> (B, |E|)``."""
-        logp = self._log_probs(hr_batch[:, 0], hr_batch[:, 1], slice_size)
-        return self._select(logp, tails)
+        """``log p(t | h, r)``: ``(B, 2) -> (B, N)`` (or ``(B, k)`` for given ``tails``)."""
+        if self.output is None:
+            return super().score_t(hr_batch, slice_size=slice_size, mode=mode, tails=tails)
+        return self._select(self._tail_log_probs(hr_batch, slice_size, mode), tails)
 
     def score_h(self, rt_batch, *, slice_size=None, mode=None, heads=None):
-        """``log p(h | ?, r, t)`` via the reciprocal query ``(t, r⁻¹)``: ``(B, 2) -> (B, |E|)``."""
-        r_inv = self._inverse_relation(rt_batch[:, 0])
-        logp = self._log_probs(rt_batch[:, 1], r_inv, slice_size)
+        """``log p(h | r, t)`` with the same output layer on the head-side query."""
+        if self.output is None:
+            return super().score_h(rt_batch, slice_size=slice_size, mode=mode, heads=heads)
+        h, r, t = self._get_representations(h=None, r=rt_batch[:, 0], t=rt_batch[:, 1], mode=mode)
+        logp = self._mos(self._head_query(r, t), _real(h), slice_size)  # (B, N)
         return self._select(logp, heads)
 
     def score_hrt(self, hrt_batch, *, mode=None):
-        """``log p(t | h, r)`` of single triples ``(B, 3) -> (B, 1)`` (evaluation only)."""
-        if self.training and torch.is_grad_enabled():
-            raise ValueError(SLCWA_ERROR)
-        logp = self._log_probs(hrt_batch[:, 0], hrt_batch[:, 1], None)
+        """``log p(t | h, r)`` of single triples ``(B, 3) -> (B, 1)`` (training mode too)."""
+        if self.output is None:
+            return super().score_hrt(hrt_batch, mode=mode)
+        logp = self._tail_log_probs(hrt_batch[:, :2], None, mode)
         return logp.gather(1, hrt_batch[:, 2:3])
 
     def score_r(self, ht_batch, *, slice_size=None, mode=None, relations=None):
-        """``log p(t | h, r)`` for every relation r: ``(B, 2) -> (B, R)``."""
+        """``log p(t | h, r)`` for every (or the given) relation r: ``(B, 2) -> (B, R)``."""
+        if self.output is None:
+            return super().score_r(ht_batch, slice_size=slice_size, mode=mode, relations=relations)
         rel = (
             torch.arange(self.num_relations, device=ht_batch.device)
             if relations is None
             else relations
         )
         if rel.dim() == 1:
-            rel = rel.unsqueeze(0).expand(ht_batch.shape[0], -1)  # (B, R)
+            rel = rel.unsqueeze(0).expand(ht_batch.shape[0], -1)  # (B, R')
         b, n_r = rel.shape
-        s = ht_batch[:, 0:1].expand(b, n_r).reshape(-1)
-        t = ht_batch[:, 1:2].expand(b, n_r).reshape(-1)
-        logp = self._log_probs(s, rel.reshape(-1), slice_size)  # (B·R, |E|)
-        return logp.gather(1, t[:, None]).view(b, n_r)
+        hr = torch.stack([ht_batch[:, 0:1].expand(b, n_r).reshape(-1), rel.reshape(-1)], 1)
+        logp = self._tail_log_probs(hr, slice_size, mode)  # (B·R', N)
+        t = ht_batch[:, 1:2].expand(b, n_r).reshape(-1, 1)
+        return logp.gather(1, t).view(b, n_r)
+
+    def forward(self, h_indices, r_indices, t_indices, slice_size=None, slice_dim=0, *, mode):
+        """Broadcast scoring is PyKEEN's linear score; a normalised mixture has no such form."""
+        if self.output is None:
+            return super().forward(
+                h_indices,
+                r_indices,
+                t_indices,
+                slice_size=slice_size,
+                slice_dim=slice_dim,
+                mode=mode,
+            )
+        raise NotImplementedError(
+            "MoSKGE scores through score_hrt / score_t / score_h / score_r (1-N log-probabilities)"
+        )
+
+
+if "moskge" not in model_resolver.lookup_dict:
+    model_resolver.register(MoSKGE)

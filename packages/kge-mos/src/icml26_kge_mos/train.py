@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .kge import KGEModel
+from .mos import _positive_int
 
 __all__ = [
     "QueryIndex",
@@ -31,10 +32,14 @@ __all__ = [
 ]
 
 
-def _as_triples(triples: np.ndarray | torch.Tensor, name: str = "triples") -> np.ndarray:
+def _as_triples(
+    triples: np.ndarray | torch.Tensor, name: str = "triples", *, nonempty: bool = False
+) -> np.ndarray:
     arr = np.asarray(triples.cpu() if isinstance(triples, torch.Tensor) else triples)
     if arr.ndim != 2 or arr.shape[1] != 3 or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name} must be an (n, 3) integer array, got {arr.shape} {arr.dtype}")
+    if nonempty and len(arr) == 0:
+        raise ValueError(f"{name} is empty: at least one (s, r, o) triple is needed")
     return arr.astype(np.int64)
 
 
@@ -57,6 +62,8 @@ class QueryIndex:
     ) -> QueryIndex:
         """Group triples by ``(s, r)``; with ``reciprocal`` also add ``(o, r + R) -> s``."""
         t = _as_triples(triples)
+        n_entities = _positive_int("n_entities", n_entities)
+        n_relations = _positive_int("n_relations", n_relations)
         if t.size and (t[:, [0, 2]].max() >= n_entities or t.min() < 0):
             raise ValueError(f"triples hold entity ids outside [0, {n_entities})")
         if t.size and t[:, 1].max() >= n_relations:
@@ -117,6 +124,8 @@ def fit_1n(
 
     Returns the mean training loss of every epoch.
     """
+    if len(labels) == 0:
+        raise ValueError("labels holds no queries: nothing to train on")
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
     if not isinstance(epochs, int) or epochs < 0:
@@ -156,6 +165,7 @@ def train_kge(
 ) -> list[float]:
     """Train a :class:`KGEModel` with 1-N cross-entropy on ``triples`` (reciprocal queries
     included when ``model.reciprocal``)."""
+    triples = _as_triples(triples, nonempty=True)
     labels = QueryIndex.from_triples(
         triples, model.n_entities, model.n_relations, reciprocal=model.reciprocal
     )
@@ -213,7 +223,7 @@ def evaluate(
 
     ``known_triples`` (default: ``triples``) are filtered out of each ranking.
     """
-    t = _as_triples(triples)
+    t = _as_triples(triples, nonempty=True)
     known = _as_triples(known_triples, "known_triples") if known_triples is not None else t
     both = model.reciprocal if both_directions is None else both_directions
     if both and not model.reciprocal:
