@@ -199,7 +199,7 @@ def test_uniform_index_to_pair_is_a_bijection():
         seen = set()
         c = 2 * n + 1
         for r in range(n * (n + 1) // 2):
-            s = int(math.floor((c - math.sqrt(c * c - 8 * r)) / 2))
+            s = math.floor((c - math.sqrt(c * c - 8 * r)) / 2)
             t = s + 1 + (r - s * (2 * n - s + 1) // 2)
             assert 0 <= s < t <= n
             seen.add((s, t))

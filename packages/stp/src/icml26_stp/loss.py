@@ -101,7 +101,7 @@ def sample_span(
         while True:
             r = int(torch.randint(total, (1,), generator=g, dtype=torch.long))
             # r enumerates pairs row by row: s-th row starts at s(2n - s + 1)/2 and has n - s.
-            s = int(math.floor((a - math.sqrt(a * a - 8 * r)) / 2))
+            s = math.floor((a - math.sqrt(a * a - 8 * r)) / 2)
             while s * (2 * n - s + 1) // 2 > r:  # float guard (exact for n < 2**24)
                 s -= 1
             while (s + 1) * (2 * n - s) // 2 <= r:

@@ -85,6 +85,39 @@ class _SpanCollator:
         return batch
 
 
+def _first(output: Any) -> torch.Tensor:
+    x = getattr(output, "last_hidden_state", None)
+    if x is None:
+        x = output[0] if isinstance(output, (tuple, list)) else output
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"cannot read hidden states from a {type(output).__name__}")
+    return x
+
+
+def _trajectory_module(model: torch.nn.Module, layer: int) -> torch.nn.Module:
+    """The module whose output is `hidden_states[layer]` of an HF decoder: -1 is the
+    backbone (final norm applied, as `output_hidden_states` reports it), 0 the embeddings,
+    i the i-th decoder layer. Hooking it avoids `output_hidden_states`, so no tuple of
+    states is built or handed to predict/metrics."""
+    dec = _backbone(model)
+    layers = getattr(dec, "layers", None)
+    if layer == -1:
+        return dec
+    if not isinstance(layers, torch.nn.ModuleList):
+        raise ValueError(f"`stp_layer`={layer} needs a backbone with a `layers` ModuleList")
+    k = layer if layer >= 0 else len(layers) + 1 + layer
+    if not 0 <= k <= len(layers):
+        raise ValueError(f"`stp_layer` must be in [-{len(layers) + 1}, {len(layers)}], got {layer}")
+    if k == 0:
+        emb = dec.get_input_embeddings() if hasattr(dec, "get_input_embeddings") else None
+        if not isinstance(emb, torch.nn.Module):
+            raise ValueError("`stp_layer`=0 needs get_input_embeddings() on the backbone")
+        return emb
+    if k == len(layers):
+        return dec
+    return layers[k - 1]
+
+
 def _backbone(model: torch.nn.Module) -> torch.nn.Module:
     get = getattr(model, "get_decoder", None)
     dec = get() if callable(get) else None
@@ -151,23 +184,20 @@ class STPSFTTrainer(SFTTrainer):
                 "batch has no `stp_spans`: pass a conversational dataset ('messages') or add "
                 "the column with icml26_stp.tokenize_messages"
             )
-        captured: list[Any] = []
-        want_all = a.stp_layer != -1
-        if want_all:
-            inputs["output_hidden_states"] = True
+        captured: list[torch.Tensor] = []
 
         def hook(_m: torch.nn.Module, _args: Any, output: Any) -> None:
             if not captured:  # the first forward is the loss forward
-                captured.append(output.hidden_states[a.stp_layer] if want_all else output[0])
+                captured.append(output[0] if isinstance(output, tuple) else _first(output))
 
-        handle = _backbone(self.accelerator.unwrap_model(model)).register_forward_hook(hook)
+        handle = _trajectory_module(self.accelerator.unwrap_model(model), a.stp_layer)
+        handle = handle.register_forward_hook(hook)
         try:
             result = super().compute_loss(
                 model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
             )
         finally:
             handle.remove()
-            inputs.pop("output_hidden_states", None)
         ntp, outputs = result if return_outputs else (result, None)
         if not captured:
             raise RuntimeError("the decoder hook saw no forward; cannot read hidden states")
