@@ -293,11 +293,11 @@ def main() -> None:
             pool=n_pool,
             epochs=epochs,
             pretrain_steps=pre_steps,
-            model="causal transformer 2x64, word-level vocab %d" % vocab,
+            model=f"causal transformer 2x64, word-level vocab {vocab}",
             lambda_selected=lbd_star,
             lambda_sweep_val_at_quarter=sweep,
             pretrain_s=round(t_pre, 1),
-        ),  # fmt: skip
+        ),
         "table": table,
         "runs": res,
     }

@@ -124,7 +124,7 @@ def test_train_with_accumulation_logs_both_terms_and_eval_returns_no_hidden(
     tr.train()
     logs = [x for x in tr.state.log_history if "stp_loss" in x]
     assert logs and all(0.0 <= x["stp_loss"] <= 2.0 and x["ntp_loss"] > 0 for x in logs)
-    assert [x["stp_lambda"] for x in logs][0] == 0.0  # warm-up starts at min lambda
+    assert logs[0]["stp_lambda"] == 0.0  # warm-up starts at min lambda
     assert any(not torch.equal(a, p) for a, p in zip(before, tr.model.parameters()))
     metrics = tr.evaluate(tr.train_dataset.select(range(2)))
     assert 0.0 <= metrics["eval_stp_loss"] <= 2.0

@@ -67,7 +67,8 @@ def nl_regex_pairs(
     if n < 0:
         raise ValueError(f"`n` must be >= 0, got {n}")
     rng = random.Random(seed)
-    seen, out = set(exclude or ()), []
+    seen: set[str] = set(exclude or ())
+    out: list[tuple[str, str]] = []
     for _ in range(200 * n + 1000):
         if len(out) == n:
             return out

@@ -109,7 +109,8 @@ def _trajectory_module(model: torch.nn.Module, layer: int) -> torch.nn.Module:
     if not 0 <= k <= len(layers):
         raise ValueError(f"`stp_layer` must be in [-{len(layers) + 1}, {len(layers)}], got {layer}")
     if k == 0:
-        emb = dec.get_input_embeddings() if hasattr(dec, "get_input_embeddings") else None
+        get_emb = getattr(dec, "get_input_embeddings", None)
+        emb = get_emb() if callable(get_emb) else None
         if not isinstance(emb, torch.nn.Module):
             raise ValueError("`stp_layer`=0 needs get_input_embeddings() on the backbone")
         return emb
