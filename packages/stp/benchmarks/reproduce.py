@@ -9,8 +9,10 @@ NTP + 0.02 * STP matches full-data NTP accuracy with 16x less data. Here, in the
 - fine-tuned on the NL->regex task of `icml26_stp.data` (NL-RX-SYNTH style, chat format,
   system prompt as upstream) at data fractions of the training pool, NTP vs NTP + lambda*STP,
   same seeds (paired: same init, same data order, same subset) for both arms;
-- lambda chosen on a validation split (disjoint from test) at one fraction; lr and epochs
-  fixed a priori for both arms (no tuning for either);
+- lambda: --quick fixes it a priori at 0.1 (upstream's argparse default; no tuning for
+  either arm); the full run picks it on a validation split (disjoint from test) at 1/4 with
+  seeds disjoint from the reported ones. lr (4e-3) and epochs (30) are fixed a priori,
+  calibrated once on NTP alone so that full-data NTP is off the floor (~70% exact match);
 - metric: exact match of greedy decoding, computed exactly as "every teacher-forced argmax
   over the answer and its end token equals the target" (greedy == target iff that holds).
 
@@ -18,8 +20,8 @@ The loss is `icml26_stp.stp_loss` on the last hidden states of the same forward,
 target the assistant tokens plus the end token (upstream trains on the content tokens
 only; the end token is kept here so greedy decoding stops).
 
-    python benchmarks/reproduce.py --quick     # 3 fractions x 3 seeds, ~2 minutes on 2 cores
-    python benchmarks/reproduce.py             # 5 fractions x 5 seeds + a wider lambda sweep
+    python benchmarks/reproduce.py --quick     # 3 fractions x 3 seeds, lambda = 0.1 fixed, ~3 min
+    python benchmarks/reproduce.py             # 5 fractions x 5 seeds, lambda from a validation sweep
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ def finetune(
 ) -> list[float]:
     model = make_model(vocab, 0)
     model.load_state_dict(base_state)
-    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=4e-3, weight_decay=0.0)
     g_data = torch.Generator().manual_seed(1000 + seed)  # same order in both arms
     g_span = torch.Generator().manual_seed(2000 + seed)
     bs = 16
@@ -205,18 +207,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     t0 = time.time()
-    if args.quick:
-        fracs, seeds, lambdas, n_pool, epochs, pre_steps = (
-            [1 / 16, 1 / 4, 1.0],
-            3,
-            [0.1, 0.5],
-            256,
-            8,
-            100,
-        )
+    if args.quick:  # lambda fixed a priori at the upstream argparse default (no sweep)
+        fracs, seeds, lambdas, n_pool, epochs, pre_steps = [1 / 4, 1 / 2, 1.0], 3, [0.1], 512, 30, 100
     else:
         fracs, seeds, lambdas, n_pool, epochs, pre_steps = (
-            [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], 5, [0.02, 0.1, 0.5, 1.0], 1024, 8, 400
+            [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], 5, [0.02, 0.1, 0.5, 1.0], 512, 30, 100
         )  # fmt: skip
     test = nl_regex_pairs(300, seed=1)
     val = nl_regex_pairs(200, seed=2, exclude={nl for nl, _ in test})
@@ -244,16 +239,16 @@ def main() -> None:
 
     # lambda on validation, at fraction 1/4, seeds disjoint from the reported ones (100+)
     sel_frac = 1 / 4
-    sweep = {}
+    sweep: dict[float, float] = {}
     print(f"pretrained in {t_pre:.1f}s", file=sys.stderr)
-    for lbd in lambdas:
+    for lbd in lambdas if len(lambdas) > 1 else []:
         accs = [
             finetune(base_state, vocab, subset(sel_frac, 100 + s), [val_rows], lbd=lbd,
                      seed=100 + s, epochs=epochs, pad=pad)[0]
             for s in range(2)
         ]  # fmt: skip
         sweep[lbd] = sum(accs) / len(accs)
-    lbd_star = max(sweep, key=lambda k: (sweep[k], -k))
+    lbd_star = max(sweep, key=lambda k: (sweep[k], -k)) if sweep else lambdas[0]
 
     res: dict[str, dict[str, list[float]]] = {}
     for frac in fracs:
