@@ -208,7 +208,14 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.time()
     if args.quick:  # lambda fixed a priori at the upstream argparse default (no sweep)
-        fracs, seeds, lambdas, n_pool, epochs, pre_steps = [1 / 4, 1 / 2, 1.0], 3, [0.1], 512, 30, 100
+        fracs, seeds, lambdas, n_pool, epochs, pre_steps = (
+            [1 / 4, 1 / 2, 1.0],
+            3,
+            [0.1],
+            512,
+            30,
+            100,
+        )
     else:
         fracs, seeds, lambdas, n_pool, epochs, pre_steps = (
             [1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0], 5, [0.02, 0.1, 0.5, 1.0], 512, 30, 100
