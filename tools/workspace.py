@@ -155,7 +155,7 @@ def release_member(tag: str, root: Path = ROOT) -> Member:
 
 
 def changelog_entry(member: Member, version: str) -> str:
-    """The text of ``## <version>`` in the member's CHANGELOG.md ('' when there is none)."""
+    """The text of ``## <version>`` in the member's CHANGELOG.md ('' when absent or empty)."""
     path = member.path / "CHANGELOG.md"
     if not path.is_file():
         return ""
@@ -165,12 +165,12 @@ def changelog_entry(member: Member, version: str) -> str:
         if line.startswith("## "):
             head = line[3:].strip()
             if start is not None:
-                return "\n".join(lines[start:i]).strip() or f"Release {version}."
+                return "\n".join(lines[start:i]).strip()
             if head == version or head.startswith((version + " ", version + "\t")):
                 start = i + 1
     if start is None:
         return ""
-    return "\n".join(lines[start:]).strip() or f"Release {version}."
+    return "\n".join(lines[start:]).strip()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,12 +51,12 @@ def check_address(family: int, address: Any) -> None:
         )
 
 
-_originals: dict[str, Any] = {}
+_originals: dict[str, Any] = {}  # the real socket functions while the guard is installed
 
 
 def install() -> None:
     """Patch socket so that non-loopback connects and lookups raise."""
-    if _originals.get("installed"):
+    if _originals:
         return
     sock = socket.socket
     _originals.update(
@@ -87,11 +87,10 @@ def install() -> None:
     sock.connect_ex = connect_ex  # type: ignore[method-assign]
     sock.sendto = sendto  # type: ignore[assignment]
     socket.getaddrinfo = getaddrinfo
-    _originals["installed"] = True
 
 
 def uninstall() -> None:
-    if not _originals.get("installed"):
+    if not _originals:
         return
     socket.socket.connect = _originals["connect"]  # type: ignore[method-assign]
     socket.socket.connect_ex = _originals["connect_ex"]  # type: ignore[method-assign]

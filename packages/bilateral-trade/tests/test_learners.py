@@ -163,3 +163,10 @@ def test_regret_slope_on_separated_markets():
     ]
     slope = np.polyfit(np.log(Ts), np.log(reg), 1)[0]
     assert slope < 0.85
+
+
+def test_policy_is_an_interface_with_abstract_round_methods():
+    from icml26_bilateral_trade import Policy
+
+    with pytest.raises(TypeError, match="abstract"):
+        Policy()

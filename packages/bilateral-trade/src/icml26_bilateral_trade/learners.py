@@ -22,6 +22,7 @@ Randomness is drawn once in `reset`, indexed by round, so both paths consume the
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,22 +33,26 @@ from .envs import ValuationEnv, check_prices, require_expectations
 Array = np.ndarray
 
 
-class Policy:
+class Policy(ABC):
     """A learner: `reset(T, rng)`, then per round `act() -> (p, q)` and `update(trade)`,
-    or the whole horizon at once with `play(s, b) -> (p, q, trade)`."""
+    or the whole horizon at once with `play(s, b) -> (p, q, trade)`.
+
+    Subclass it for your own learner: the three per-round methods are abstract; `play`
+    defaults to the plain loop over them.
+    """
 
     name = "policy"
     T: int
     phase_marks: dict[str, int | None]
 
-    def reset(self, T: int, rng: np.random.Generator) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def reset(self, T: int, rng: np.random.Generator) -> None: ...
 
-    def act(self) -> tuple[float, float]:
-        raise NotImplementedError
+    @abstractmethod
+    def act(self) -> tuple[float, float]: ...
 
-    def update(self, trade: bool) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def update(self, trade: bool) -> None: ...
 
     def play(self, s: Array, b: Array) -> tuple[Array, Array, Array]:
         """Default fast path: the plain loop (subclasses vectorise)."""
