@@ -197,7 +197,9 @@ def select_aggregator(
     for name, agg in candidates.items():
         outs = list(agg(qs, rs))
         if len(outs) != len(bench):
-            raise ValueError(f"aggregator {name!r} returned {len(outs)} outputs for {len(bench)} items")
+            raise ValueError(
+                f"aggregator {name!r} returned {len(outs)} outputs for {len(bench)} items"
+            )
         scores[name] = sum(bool(is_correct(o, it.gold)) for o, it in zip(outs, bench)) / len(bench)
     best = max(scores, key=lambda n: scores[n])
     return best, scores

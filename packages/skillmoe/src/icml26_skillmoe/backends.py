@@ -150,11 +150,15 @@ class OpenAIChatGenerator:
                 last = RuntimeError(f"HTTP {resp.status_code}: {resp.text[:200]}")
                 continue
             if resp.status_code >= 400:  # a client error does not get better by retrying
-                raise ValueError(f"{self.base_url} rejected the request: HTTP {resp.status_code}: {resp.text[:500]}")
+                raise ValueError(
+                    f"{self.base_url} rejected the request: HTTP {resp.status_code}: {resp.text[:500]}"
+                )
             try:
                 content = resp.json()["choices"][0]["message"]["content"]
             except (ValueError, KeyError, IndexError, TypeError) as e:
-                raise ValueError(f"{self.base_url} returned no chat completion: {resp.text[:500]}") from e
+                raise ValueError(
+                    f"{self.base_url} returned no chat completion: {resp.text[:500]}"
+                ) from e
             return content if isinstance(content, str) else ""
         raise RuntimeError(f"{self.max_retries + 1} attempts failed: {last}")
 
@@ -165,7 +169,9 @@ class OpenAIChatGenerator:
         out: list[str | None] = [None] * len(prompts)
         errors: dict[int, Exception] = {}
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
-            futs = {i: pool.submit(self._one, p, temperature, max_tokens) for i, p in enumerate(prompts)}
+            futs = {
+                i: pool.submit(self._one, p, temperature, max_tokens) for i, p in enumerate(prompts)
+            }
             for i, fut in futs.items():
                 try:
                     out[i] = fut.result()
@@ -265,7 +271,9 @@ class TransformersGenerator:
         if getattr(tok, "chat_template", None):
             return str(
                 tok.apply_chat_template(
-                    [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+                    [{"role": "user", "content": prompt}],
+                    tokenize=False,
+                    add_generation_prompt=True,
                 )
             )
         return prompt

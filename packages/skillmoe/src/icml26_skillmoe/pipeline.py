@@ -173,4 +173,3 @@ class SkillMoE:
                 questions, kws, assignments, responses, votes, majority, outputs, answers
             )
         ]
-

@@ -57,7 +57,9 @@ class ProfileBank:
 
     def __init__(self, profiles: Mapping[str, Mapping[str, float]]) -> None:
         if not isinstance(profiles, Mapping):
-            raise TypeError(f"profiles must be a mapping model -> {{keyword: score}}, got {type(profiles).__name__}")
+            raise TypeError(
+                f"profiles must be a mapping model -> {{keyword: score}}, got {type(profiles).__name__}"
+            )
         if not profiles:
             raise ValueError("profiles is empty: the bank needs at least one model")
         bank: dict[str, dict[str, float]] = {}

@@ -82,7 +82,9 @@ def recruit(
         pool = bank.models
         if not replacement:
             if k > len(pool):
-                raise ValueError(f"k={k} exceeds the pool of {len(pool)} models (replacement=False)")
+                raise ValueError(
+                    f"k={k} exceeds the pool of {len(pool)} models (replacement=False)"
+                )
             return r.sample(pool, k)
         return r.choices(pool, k=k)
     models, weights = list(dist), list(dist.values())

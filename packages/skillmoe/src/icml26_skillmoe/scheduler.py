@@ -56,7 +56,9 @@ def _check(assignments: Sequence[Sequence[str]], prompts: Sequence[str]) -> None
         )
     for i, a in enumerate(assignments):
         if isinstance(a, str) or len(a) == 0:
-            raise ValueError(f"assignments[{i}] must be a non-empty list of expert names, got {a!r}")
+            raise ValueError(
+                f"assignments[{i}] must be a non-empty list of expert names, got {a!r}"
+            )
 
 
 class BatchScheduler:
@@ -186,7 +188,9 @@ def run_naive(
             stats.order.append(e)
             try:
                 row.append(
-                    call_generate(gen, [prompts[i]], temperature=temperature, max_tokens=max_tokens)[0]
+                    call_generate(
+                        gen, [prompts[i]], temperature=temperature, max_tokens=max_tokens
+                    )[0]
                 )
             finally:
                 if unload_fn is not None:

@@ -39,7 +39,9 @@ def _question(body: dict[str, Any]) -> str:
             content = m.get("content")
             if isinstance(content, list):  # content parts: keep the text ones
                 content = "".join(
-                    p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+                    p.get("text", "")
+                    for p in content
+                    if isinstance(p, dict) and p.get("type") == "text"
                 )
             if not isinstance(content, str) or not content.strip():
                 raise ValueError("the last user message has no text content")
@@ -75,7 +77,15 @@ def make_server(
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "icml26-skillmoe"}]})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [
+                            {"id": model_name, "object": "model", "owned_by": "icml26-skillmoe"}
+                        ],
+                    },
+                )
             else:
                 self._error(404, f"no route {self.path}")
 
@@ -89,7 +99,9 @@ def make_server(
                 if not isinstance(body, dict):
                     raise ValueError("the request body must be a JSON object")
                 if body.get("model") not in (None, model_name):
-                    raise ValueError(f"unknown model {body.get('model')!r}; this server serves {model_name!r}")
+                    raise ValueError(
+                        f"unknown model {body.get('model')!r}; this server serves {model_name!r}"
+                    )
                 if body.get("stream"):
                     raise ValueError("stream=true is not supported")
                 if body.get("n", 1) != 1:
@@ -104,7 +116,13 @@ def make_server(
             except Exception as e:  # the pipeline's own error, reported to the client
                 self._error(500, f"{type(e).__name__}: {e}")
                 return
-            content = res.output if res.output else f"The answer is ({res.answer})" if moe.task == "choice" else f"The answer is \\boxed{{{res.answer}}}"
+            content = (
+                res.output
+                if res.output
+                else f"The answer is ({res.answer})"
+                if moe.task == "choice"
+                else f"The answer is \\boxed{{{res.answer}}}"
+            )
             self._send(
                 200,
                 {

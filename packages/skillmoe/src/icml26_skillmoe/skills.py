@@ -119,9 +119,7 @@ class LLMSkillAnnotator:
             )
             for i, text in enumerate(texts):
                 samples[i].append(parse_keywords(text))
-        return [
-            filter_keywords(s, min_count=self.min_count, max_len=self.max_len) for s in samples
-        ]
+        return [filter_keywords(s, min_count=self.min_count, max_len=self.max_len) for s in samples]
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -169,7 +167,9 @@ class KeywordMapper:
     def _embeddings(self, texts: list[str]) -> np.ndarray:
         e = np.asarray(self._embed(list(texts)), dtype=np.float64)
         if e.ndim != 2 or e.shape[0] != len(texts):
-            raise ValueError(f"embed must return an array of shape ({len(texts)}, d); got {e.shape}")
+            raise ValueError(
+                f"embed must return an array of shape ({len(texts)}, d); got {e.shape}"
+            )
         if not np.all(np.isfinite(e)):
             raise ValueError("embed returned non-finite values")
         return _unit_rows(e)

@@ -1,0 +1,127 @@
+"""Keyword parsing, the official filter thresholds, the annotator loop, the keyword mapper."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from icml26_skillmoe import (
+    KeywordMapper,
+    LLMSkillAnnotator,
+    filter_keywords,
+    keyword_prompt,
+    parse_keywords,
+)
+
+
+def test_parse_keywords_takes_text_after_last_marker_lowercases_and_strips_periods():
+    text = "Sure. Keywords: wrong\nKeywords: Linear Algebra, Eigen.values , , Calculus."
+    assert parse_keywords(text) == ["linear algebra", "eigenvalues", "calculus"]
+    assert parse_keywords("no marker, just two") == ["no marker", "just two"]
+
+
+def test_filter_keeps_length_at_most_20_and_count_at_least_2_in_first_seen_order():
+    k20, k21 = "a" * 20, "b" * 21
+    samples = [
+        ["algebra", k20, k21, "once"],
+        [k21, "geometry", k20],
+        ["geometry", k21, "algebra"],
+        [k21],
+    ]
+    # k21 appears 4 times but is 21 chars: dropped; "once" appears once: dropped
+    assert filter_keywords(samples) == ["algebra", k20, "geometry"]
+    assert filter_keywords(samples, min_count=3) == []
+    assert filter_keywords(samples, min_count=1, max_len=21) == [
+        "algebra",
+        k20,
+        k21,
+        "once",
+        "geometry",
+    ]
+    # a keyword repeated inside one sample counts twice (upstream pools the lists)
+    assert filter_keywords([["x", "x"]]) == ["x"]
+
+
+def test_filter_bad_thresholds():
+    with pytest.raises(ValueError, match="min_count"):
+        filter_keywords([["a"]], min_count=0)
+    with pytest.raises(ValueError, match="max_len"):
+        filter_keywords([["a"]], max_len=0)
+
+
+class Scripted:
+    """Returns scripted keyword lines per call; records the sampling arguments."""
+
+    def __init__(self, script):
+        self.script = script
+        self.calls = []
+
+    def generate(self, prompts, *, temperature=0.7, max_tokens=4096):
+        self.calls.append((list(prompts), temperature, max_tokens))
+        return [self.script[len(self.calls) - 1][i] for i in range(len(prompts))]
+
+
+def test_annotator_samples_n_times_at_temperature_and_filters():
+    script = [
+        ["Keywords: algebra, calculus", "Keywords: virology"],
+        ["Keywords: algebra, geometry", "Keywords: virology, law"],
+        ["Keywords: Algebra., calculus", "Keywords: finance"],
+        ["Keywords: topology", "Keywords: law"],
+        ["Keywords: x", "Keywords: diplomacy"],
+    ]
+    gen = Scripted(script)
+    ann = LLMSkillAnnotator(gen)
+    out = ann.annotate(["What is 2+2?", "Which virus?"])
+    assert out == [["algebra", "calculus"], ["virology", "law"]]
+    assert len(gen.calls) == 5
+    assert all(t == 0.7 for _, t, _ in gen.calls)
+    assert gen.calls[0][0][0] == keyword_prompt("What is 2+2?")
+    assert "List 2-5 keywords" in gen.calls[0][0][0]
+
+
+def test_annotator_bad_input():
+    with pytest.raises(ValueError, match="min_count"):
+        LLMSkillAnnotator(lambda p: p, n_samples=1, min_count=2)
+    with pytest.raises(TypeError, match="questions"):
+        LLMSkillAnnotator(lambda p: ["Keywords: a"] * len(p)).annotate("one string")
+    with pytest.raises(ValueError, match="returned 1 texts for 2 prompts"):
+        LLMSkillAnnotator(lambda p: ["Keywords: a"]).annotate(["q1", "q2"])
+
+
+def test_mapper_uses_cosine_not_distance_or_dot():
+    # "q" is closest to "far-same-direction" by cosine, to "near" by euclidean distance,
+    # and to "big" by dot product
+    table = {
+        "far-same-direction": [10.0, 0.1],
+        "near": [0.7, 0.7],
+        "big": [30.0, 30.0],
+        "q": [1.0, 0.0],
+    }
+
+    def embed(texts):
+        return np.array([table[t] for t in texts])
+
+    m = KeywordMapper(["near", "big", "far-same-direction"], embed=embed)
+    assert m.map(["q"]) == ["far-same-direction"]
+    # in-vocabulary keywords map to themselves; duplicates are kept
+    assert m.map(["near", "q", "near"]) == ["near", "far-same-direction", "near"]
+
+
+def test_tfidf_mapper_maps_by_shared_character_ngrams():
+    m = KeywordMapper(["linear algebra", "microbiology", "property law", "finance"])
+    assert m.map(["algebra", "biology", "law", "financial markets"]) == [
+        "linear algebra",
+        "microbiology",
+        "property law",
+        "finance",
+    ]
+
+
+def test_mapper_bad_input():
+    with pytest.raises(ValueError, match="vocabulary"):
+        KeywordMapper([])
+    with pytest.raises(ValueError, match="embed"):
+        KeywordMapper(["a"], embed="minilm")
+    with pytest.raises(ValueError, match="shape"):
+        KeywordMapper(["a", "b"], embed=lambda t: np.zeros(3))
+    with pytest.raises(ValueError, match="non-finite"):
+        KeywordMapper(["a"], embed=lambda t: np.full((len(t), 2), np.nan))
