@@ -175,13 +175,13 @@ class OpenAIChatGenerator:
             for i, fut in futs.items():
                 try:
                     out[i] = fut.result()
-                except Exception as e:
-                    errors[i] = e
+                except Exception as exc:
+                    errors[i] = exc
         if errors:
-            i, e = next(iter(errors.items()))
+            first, err = next(iter(errors.items()))
             raise GenerationError(
                 f"{self.base_url} (model {self.model!r}) failed on {len(errors)} of {len(prompts)} "
-                f"prompts after {self.max_retries} retries; first (prompt {i}): {e}",
+                f"prompts after {self.max_retries} retries; first (prompt {first}): {err}",
                 out,
             )
         return [o for o in out if o is not None]
@@ -241,8 +241,8 @@ class TransformersGenerator:
         kwargs = dict(self.model_kwargs)
         if self.dtype is not None:
             kwargs["dtype"] = self.dtype
-        model = AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs).to(device)
-        model.eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(self.model_name, **kwargs)
+        model = model.to(device).eval()
         self.model, self.tokenizer, self._device = model, tok, device
         return self
 
