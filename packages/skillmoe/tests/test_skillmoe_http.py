@@ -9,6 +9,7 @@ from collections import Counter
 import httpx
 import pytest
 from icml26_skillmoe import (
+    FunctionGenerator,
     GenerationError,
     LLMSkillAnnotator,
     OpenAIChatGenerator,
@@ -18,6 +19,7 @@ from icml26_skillmoe import (
     expert_prompt,
     extract_choice,
     make_server,
+    synthesis_prompt,
 )
 
 from .conftest import digit_in
@@ -175,3 +177,20 @@ def test_pipeline_bad_input(fake_openai):
     # a query with no skills: uniform recruitment over the pool (upstream), answered by majority
     r = nokw.solve(["Compute the residue of 4"], keywords=[[]])[0]
     assert len(r.experts) == 3 and set(r.experts) <= set(MODELS) and r.output == ""
+
+
+def test_the_answer_is_the_aggregators_not_the_majority(fake_openai):
+    server = fake_openai(respond)
+    moe, experts = build(server)
+    seen = []
+
+    def judge(prompts):  # an aggregator that disagrees with every expert
+        seen.extend(prompts)
+        return ["Having weighed them: The answer is (D)"] * len(prompts)
+
+    moe = SkillMoE(
+        moe.bank, {**experts, "judge": FunctionGenerator(judge)}, aggregator="judge", seed=0
+    )
+    res = moe.solve(["Compute the residue of 10"], keywords=[["even numbers"]])[0]
+    assert res.majority == gold(10) == "C" and res.answer == "D"
+    assert seen == [synthesis_prompt("Compute the residue of 10", res.responses)]
