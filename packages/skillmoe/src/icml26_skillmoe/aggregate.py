@@ -181,7 +181,8 @@ def select_aggregator(
 ) -> tuple[str, dict[str, float]]:
     """Run every candidate on the synthetic test; return the best name (ties: first) and every
     candidate's accuracy. ``is_correct(output, gold)`` defaults to extracting the answer from a
-    text output (``task``, ``num_choices``) and :func:`~icml26_skillmoe.math_equiv`."""
+    text output (``task``, ``num_choices``), then letter equality (``"choice"``) or
+    :func:`~icml26_skillmoe.math_equiv` (``"math"``)."""
     if not candidates:
         raise ValueError("candidates is empty")
     if not bench:
@@ -189,7 +190,10 @@ def select_aggregator(
     if is_correct is None:
 
         def is_correct(out: Any, gold: Any) -> bool:
-            return math_equiv(extract_answer(out, task, num_choices), gold)
+            pred = extract_answer(out, task, num_choices)
+            if task == "choice":  # a letter: no need for math-verify's parser
+                return pred != INVALID and pred == str(gold).strip().strip("()")
+            return math_equiv(pred, gold)
 
     qs = [it.question for it in bench]
     rs = [it.responses for it in bench]
