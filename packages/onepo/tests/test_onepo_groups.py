@@ -22,7 +22,9 @@ def test_grpo_advantages_match_numpy():
     adv = grpo_advantages(torch.tensor(r), 4).numpy()
     for g in range(3):
         x = r[4 * g : 4 * g + 4]
-        np.testing.assert_allclose(adv[4 * g : 4 * g + 4], (x - x.mean()) / (x.std(ddof=1) + 1e-6), rtol=1e-12)
+        np.testing.assert_allclose(
+            adv[4 * g : 4 * g + 4], (x - x.mean()) / (x.std(ddof=1) + 1e-6), rtol=1e-12
+        )
     raw = grpo_advantages(torch.tensor(r), 4, norm_by_std=False).numpy()
     np.testing.assert_allclose(raw[:4], r[:4] - r[:4].mean(), rtol=1e-12)
     single = grpo_advantages(torch.tensor(r), 1).numpy()
@@ -45,9 +47,36 @@ def test_retained_is_strict():
 def test_inject_teacher_semantics():
     n = 4
     students = torch.tensor(
-        [0.0, 0.2, 0.1, 0.0, 1.0, 0.3, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.9, 0.0, 0.0, 0.0]
+        [
+            0.0,
+            0.2,
+            0.1,
+            0.0,
+            1.0,
+            0.3,
+            0.0,
+            0.0,
+            0.5,
+            0.5,
+            0.5,
+            0.5,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.9,
+            0.0,
+            0.0,
+            0.0,
+        ]
     )
-    teacher = [1.0, 1.0, 0.5, None, 0.95]  # beats, ties the best (retires), ties (retires), none, beats
+    teacher = [
+        1.0,
+        1.0,
+        0.5,
+        None,
+        0.95,
+    ]  # beats, ties the best (retires), ties (retires), none, beats
     res = inject_teacher(students, teacher, n, seed=123)
     # the seeded draws: rng.integers(g*n, g*n+n) in group order, for retained groups only
     rng = np.random.default_rng(123)
@@ -88,7 +117,9 @@ def test_reward_at_last_token():
 
 
 def test_controller_plateau_semantics():
-    c = RetirementController(plateau_window=3, plateau_tolerance=0.01, plateau_min_retirement_rate=0.9)
+    c = RetirementController(
+        plateau_window=3, plateau_tolerance=0.01, plateau_min_retirement_rate=0.9
+    )
     assert c.teacher_enabled(0)
     assert c.observe(9, 10)  # 0.9
     assert c.observe(19, 20)  # 0.95: window not full yet
@@ -111,7 +142,11 @@ def test_controller_step_cap():
     assert [c.teacher_enabled(s) for s in range(1, 4)] == [True, True, True]
     assert not c.teacher_enabled(4) and not c.teacher_enabled(1)
     assert not RetirementController(max_teacher_steps=0).teacher_enabled(0)
-    for bad in (dict(max_teacher_steps=-2), dict(plateau_window=0), dict(plateau_min_retirement_rate=1.5)):
+    for bad in (
+        dict(max_teacher_steps=-2),
+        dict(plateau_window=0),
+        dict(plateau_min_retirement_rate=1.5),
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             RetirementController(**bad)
 
@@ -121,7 +156,9 @@ def test_dapo_filter_and_overlong_penalty():
     assert dapo_keep_groups(acc, 2).tolist() == [False, True, False, False]
     assert dapo_keep_groups(acc, 4).tolist() == [True, True]
     assert dapo_keep_groups(acc, 1).all()
-    pen = overlong_penalty(torch.tensor([100, 4000, 6000, 8000]), 8000, buffer_length=4000, penalty_factor=0.6)
+    pen = overlong_penalty(
+        torch.tensor([100, 4000, 6000, 8000]), 8000, buffer_length=4000, penalty_factor=0.6
+    )
     torch.testing.assert_close(pen, torch.tensor([0.0, 0.0, -0.3, -0.6]))
     with pytest.raises(ValueError, match="buffer_length"):
         overlong_penalty(torch.tensor([1]), 10, buffer_length=20)

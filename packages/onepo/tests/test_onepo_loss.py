@@ -95,7 +95,9 @@ def test_nonpositive_low_support_teacher_token():
     # ... and the plain PPO gradient on r = π/f for 0.08 ≤ π < f: ∂(−A r)/∂log π = −A π / f
     new, adv = [0.0801, 0.095], [-1.5, -0.5]
     _, g = _grad([0.01, 0.02], new, adv, [1, 1])
-    expected = torch.tensor([-a * p / F / 2 for a, p in zip(adv, new, strict=True)], dtype=torch.float64)
+    expected = torch.tensor(
+        [-a * p / F / 2 for a, p in zip(adv, new, strict=True)], dtype=torch.float64
+    )
     torch.testing.assert_close(g, expected, rtol=1e-12, atol=0)
 
 
@@ -159,9 +161,9 @@ def test_aggregation_modes_against_loops():
     for mode, value in expected.items():
         loss, _ = onepo_policy_loss(old, new, adv, resp, teacher, agg=mode)
         assert loss.item() == pytest.approx(value, rel=1e-12), mode
-    assert aggregate_loss(tok.loss, resp, "seq-mean-token-sum-norm", loss_scale_factor=4.0).item() == (
-        pytest.approx(sum(sum(r) for r in rows) / 4.0, rel=1e-12)
-    )
+    assert aggregate_loss(
+        tok.loss, resp, "seq-mean-token-sum-norm", loss_scale_factor=4.0
+    ).item() == (pytest.approx(sum(sum(r) for r in rows) / 4.0, rel=1e-12))
 
 
 def test_metrics_count_by_brute_force():
@@ -179,7 +181,10 @@ def test_metrics_count_by_brute_force():
     assert m["onepo/rescaled_token_fraction"] == pytest.approx(pos / int(resp.sum()))
     assert m["onepo/teacher_token_fraction"] == pytest.approx(int(teacher.sum()) / int(resp.sum()))
     r = torch.exp(new - torch.where(teacher, old.clamp_min(math.log(F)), old))
-    a = torch.where(teacher & (old < math.log(F)) & (adv[:, None] > 0), F / torch.exp(new), 1.0) * adv[:, None]
+    a = (
+        torch.where(teacher & (old < math.log(F)) & (adv[:, None] > 0), F / torch.exp(new), 1.0)
+        * adv[:, None]
+    )
     clipped = (-a * r.clamp(1 - EL, 1 + EH)) > (-a * r)
     assert m["pg_clipfrac"] == pytest.approx(clipped[resp].float().mean().item(), rel=1e-6)
 
@@ -237,9 +242,7 @@ def test_rollout_is_weights_multiply_token_loss():
 )
 def test_bad_input_names_the_argument(change, match):
     old, new, adv, resp, teacher = _random_batch(0)
-    kw = dict(
-        old_logp=old, logp=new, advantages=adv, response_mask=resp, teacher_mask=teacher
-    )
+    kw = dict(old_logp=old, logp=new, advantages=adv, response_mask=resp, teacher_mask=teacher)
     kw.update(change)
     with pytest.raises((ValueError, TypeError), match=match):
         onepo_policy_loss(**kw)

@@ -28,8 +28,8 @@ __all__ = [
     "grpo_advantages",
     "inject_teacher",
     "overlong_penalty",
-    "reward_at_last_token",
     "retained_teacher_indices",
+    "reward_at_last_token",
 ]
 
 
@@ -95,7 +95,9 @@ def retained_teacher_indices(
     teacher = np.asarray(list(teacher_rewards), dtype=np.float64)
     students = np.asarray(list(on_policy_rewards), dtype=np.float64)
     if students.size == 0:
-        raise ValueError("`on_policy_rewards` is empty: Teacher Retirement needs the group's rewards")
+        raise ValueError(
+            "`on_policy_rewards` is empty: Teacher Retirement needs the group's rewards"
+        )
     if not np.all(np.isfinite(students)):
         raise ValueError("`on_policy_rewards` has NaN or infinite values")
     frontier = float(students.max())
@@ -148,10 +150,16 @@ def inject_teacher(
     n_groups = _check_group(student_rewards.shape[0], group_size, "student_rewards")
     teacher = [
         None if t is None else float(t)
-        for t in (teacher_rewards.tolist() if isinstance(teacher_rewards, torch.Tensor) else teacher_rewards)
+        for t in (
+            teacher_rewards.tolist()
+            if isinstance(teacher_rewards, torch.Tensor)
+            else teacher_rewards
+        )
     ]
     if len(teacher) != n_groups:
-        raise ValueError(f"`teacher_rewards` must have one entry per group ({n_groups}), got {len(teacher)}")
+        raise ValueError(
+            f"`teacher_rewards` must have one entry per group ({n_groups}), got {len(teacher)}"
+        )
     if (seed is None) == (rng is None):
         raise ValueError("pass exactly one of `seed` and `rng`")
     gen = np.random.default_rng(seed) if rng is None else rng
@@ -196,11 +204,15 @@ class RetirementController:
 
     def __post_init__(self) -> None:
         if self.max_teacher_steps < -1:
-            raise ValueError(f"`max_teacher_steps` must be -1 or >= 0, got {self.max_teacher_steps}")
+            raise ValueError(
+                f"`max_teacher_steps` must be -1 or >= 0, got {self.max_teacher_steps}"
+            )
         if self.plateau_window != -1 and self.plateau_window < 1:
             raise ValueError(f"`plateau_window` must be -1 or >= 1, got {self.plateau_window}")
         if not (math.isfinite(self.plateau_tolerance) and self.plateau_tolerance >= 0):
-            raise ValueError(f"`plateau_tolerance` must be finite and >= 0, got {self.plateau_tolerance}")
+            raise ValueError(
+                f"`plateau_tolerance` must be finite and >= 0, got {self.plateau_tolerance}"
+            )
         if not 0.0 <= self.plateau_min_retirement_rate <= 1.0:
             raise ValueError(
                 f"`plateau_min_retirement_rate` must be in [0, 1], got {self.plateau_min_retirement_rate}"
@@ -211,7 +223,9 @@ class RetirementController:
         """Whether to inject at ``step``; a step cap, once hit, disables for good."""
         if self.disabled_reason is not None:
             return False
-        if self.max_teacher_steps >= 0 and (self.max_teacher_steps == 0 or step > self.max_teacher_steps):
+        if self.max_teacher_steps >= 0 and (
+            self.max_teacher_steps == 0 or step > self.max_teacher_steps
+        ):
             self.disabled_reason = f"max_teacher_steps={self.max_teacher_steps}"
             return False
         return True
@@ -228,7 +242,10 @@ class RetirementController:
         if len(self.history) < self.plateau_window:
             return True
         spread = max(self.history) - min(self.history)
-        if min(self.history) >= self.plateau_min_retirement_rate and spread <= self.plateau_tolerance:
+        if (
+            min(self.history) >= self.plateau_min_retirement_rate
+            and spread <= self.plateau_tolerance
+        ):
             self.disabled_reason = (
                 f"retirement plateau: window={self.plateau_window}, all rates >= "
                 f"{self.plateau_min_retirement_rate}, spread={spread:.6f}"
@@ -262,8 +279,8 @@ def overlong_penalty(
 ) -> torch.Tensor:
     """DAPO soft overlong punishment, added to the reward (OnePO.sh: buffer 4000, factor 0.6).
 
-        expected = max_response_length − buffer_length
-        penalty  = min(−(L − expected) / buffer_length · penalty_factor, 0)
+    expected = max_response_length − buffer_length
+    penalty  = min(−(L − expected) / buffer_length · penalty_factor, 0)
     """
     if buffer_length <= 0 or buffer_length > max_response_length:
         raise ValueError(

@@ -68,13 +68,19 @@ def _check_mask(name: str, mask: torch.Tensor, shape: torch.Size) -> torch.Tenso
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor, got {type(mask).__name__}")
     if mask.shape != shape:
-        raise ValueError(f"`{name}` must have shape {tuple(shape)} like `logp`, got {tuple(mask.shape)}")
+        raise ValueError(
+            f"`{name}` must have shape {tuple(shape)} like `logp`, got {tuple(mask.shape)}"
+        )
     if mask.dtype == torch.bool:
         return mask
     if mask.is_complex():
-        raise TypeError(f"`{name}` must be a bool, integer or 0/1 float mask, got dtype {mask.dtype}")
+        raise TypeError(
+            f"`{name}` must be a bool, integer or 0/1 float mask, got dtype {mask.dtype}"
+        )
     if not bool(((mask == 0) | (mask == 1)).all()):
-        raise ValueError(f"`{name}` must hold only 0 and 1 (a mask), got other values (dtype {mask.dtype})")
+        raise ValueError(
+            f"`{name}` must hold only 0 and 1 (a mask), got other values (dtype {mask.dtype})"
+        )
     return mask.bool()
 
 
@@ -97,7 +103,9 @@ def _check_inputs(
     if not isinstance(logp, torch.Tensor) or logp.dim() != 2 or not logp.is_floating_point():
         raise ValueError("`logp` must be a floating (B, T) tensor of per-token log-probabilities")
     if not isinstance(old_logp, torch.Tensor) or old_logp.shape != logp.shape:
-        got = tuple(old_logp.shape) if isinstance(old_logp, torch.Tensor) else type(old_logp).__name__
+        got = (
+            tuple(old_logp.shape) if isinstance(old_logp, torch.Tensor) else type(old_logp).__name__
+        )
         raise ValueError(f"`old_logp` must have shape {tuple(logp.shape)} like `logp`, got {got}")
     if not isinstance(advantages, torch.Tensor):
         raise TypeError(f"`advantages` must be a torch.Tensor, got {type(advantages).__name__}")
@@ -180,7 +188,15 @@ def onepo_per_token_loss(
     """
     if validate:
         advantages, resp, teacher, old_logp = _check_inputs(
-            old_logp, logp, advantages, response_mask, teacher_mask, floor, clip_low, clip_high, clip_c
+            old_logp,
+            logp,
+            advantages,
+            response_mask,
+            teacher_mask,
+            floor,
+            clip_low,
+            clip_high,
+            clip_c,
         )
     else:
         if advantages.dim() == 1:
@@ -322,7 +338,9 @@ def onepo_policy_loss(
 
 # verl's policy-loss registry passes no extra batch field, so the teacher mask travels in a
 # context variable for the duration of one loss call (as the official verl integration does).
-_TEACHER_MASK: ContextVar[torch.Tensor | None] = ContextVar("icml26_onepo_teacher_mask", default=None)
+_TEACHER_MASK: ContextVar[torch.Tensor | None] = ContextVar(
+    "icml26_onepo_teacher_mask", default=None
+)
 
 
 @contextmanager
