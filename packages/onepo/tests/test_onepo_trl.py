@@ -148,7 +148,7 @@ def test_teacher_injected_through_rollout_hook(tmp_path, char_tokenizer, tiny_lm
     assert teacher_rows == want
     assert out["completion_ids"].shape[0] == 2 * N_GEN  # group size preserved
     for r, (_, ans) in zip(want, PROBLEMS[:2], strict=True):
-        ids = char_tokenizer.encode(ans, add_special_tokens=False) + [char_tokenizer.eos_token_id]
+        ids = [*char_tokenizer.encode(ans, add_special_tokens=False), char_tokenizer.eos_token_id]
         n = len(ids)
         assert out["completion_ids"][r, :n].tolist() == ids
         assert out["teacher_mask"][r].sum() == n and out["completion_mask"][r].sum() == n

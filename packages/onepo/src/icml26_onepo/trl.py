@@ -212,7 +212,7 @@ class OnePOGRPOTrainer(GRPOTrainer):
         for g in cand:
             ids = self._tokenizer.encode(texts[g], add_special_tokens=False)[:max_len]
             if len(ids) < max_len:
-                ids = ids + [self.eos_token_ids[0]]
+                ids = [*ids, self.eos_token_ids[0]]
             t_ids.append(ids)
             text = self._tokenizer.decode(ids, skip_special_tokens=True)
             t_comps.append([{"role": "assistant", "content": text}] if conversational else text)
