@@ -1,6 +1,7 @@
 """OnePO: One-stage Policy Optimization, SFT-free RL with transient teacher guidance.
 
-Chen, Xie, Li and Wang, ICML 2026 (HuatuoGPT-3). `onepo_policy_loss` is Adaptive Objective
+Chen, Xie, Li and Wang, "OnePO: Direct One-stage Policy Optimization for SFT-free Domain
+Adaptation", ICML 2026 (HuatuoGPT-3). `onepo_policy_loss` is Adaptive Objective
 Evolution on verl's dual-clip PPO; `inject_teacher` / `RetirementController` are Teacher
 Retirement. The TRL names (`OnePOConfig`, `OnePOGRPOTrainer`) load lazily and need the
 `[trl]` extra.
