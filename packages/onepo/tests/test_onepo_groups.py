@@ -132,6 +132,12 @@ def test_controller_plateau_semantics():
     # high but below the minimum rate never stops
     c = RetirementController(plateau_window=2, plateau_min_retirement_rate=0.9)
     assert all(c.observe(89, 100) for _ in range(5))
+    # every rate of the window must reach the minimum, not just one
+    c = RetirementController(
+        plateau_window=2, plateau_tolerance=0.05, plateau_min_retirement_rate=0.9
+    )
+    assert c.observe(88, 100) and c.observe(91, 100)  # spread 0.03 but 0.88 < 0.9
+    assert not c.observe(92, 100)  # [0.91, 0.92]
     # default: never stops
     c = RetirementController()
     assert all(c.observe(10, 10) for _ in range(10)) and c.teacher_enabled(10**6)

@@ -267,3 +267,12 @@ def test_teacher_outside_response_and_nan_are_errors():
     x[0, -1] = float("nan")
     loss, _ = onepo_policy_loss(old, x, adv, resp, teacher & resp)
     assert torch.isfinite(loss)
+
+
+def test_dual_clip_bounds_negative_advantage_loss():
+    # A < 0 and r > c: loss = −A·c, no gradient; the same token below c: −A·r
+    old = [0.001, 0.001]
+    new = [0.02, 0.005]  # r = 20 > c = 10, r = 5
+    loss, g = _grad(old, new, [-1.0, -1.0], [0, 0])
+    assert loss.item() == pytest.approx((C + 5.0) / 2, rel=1e-12)
+    assert g[0].item() == 0.0 and g[1].item() == pytest.approx(5.0 / 2, rel=1e-12)

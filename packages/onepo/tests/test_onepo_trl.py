@@ -105,8 +105,11 @@ def test_no_teacher_loss_equals_grpo_trainer(tmp_path, char_tokenizer, tiny_lm, 
             torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1),
             batch["completion_ids"].size(1),
         )
-    batch["old_per_token_logps"] = logps + 0.5 * torch.randn(logps.shape, generator=g)
+    batch["old_per_token_logps"] = logps + 1.5 * torch.randn(logps.shape, generator=g)
     batch["advantages"] = torch.randn(batch["advantages"].shape, generator=g)
+    ratio = torch.exp(logps - batch["old_per_token_logps"])
+    negative = (batch["advantages"] < 0)[:, None] & batch["completion_mask"].bool()
+    assert (ratio[negative] > 10.0).any() and (ratio < 0.8).any()  # dual clip and both clips act
     assert "teacher_mask" not in batch
     loss_trl = trl_tr.compute_loss(tiny_lm, dict(batch))
     loss_ours = ours.compute_loss(model_b, dict(batch))
@@ -162,18 +165,21 @@ def test_teacher_injected_through_rollout_hook(tmp_path, char_tokenizer, tiny_lm
     assert calls[1] == [PROBLEMS[0][1], PROBLEMS[1][1]]
     assert tr._metrics["train"]["onepo/retirement_rate"] == [0.0]
     # the loss on this batch is onepo_policy_loss (token-mean == dapo with one micro-batch)
+    # after some updates (old log-probs below the current ones), so OnePO != plain PPO here
     with torch.no_grad():
-        loss = tr.compute_loss(tiny_lm, dict(out))
         logps, _, _ = tr._get_per_token_logps_and_entropies(
             tiny_lm,
             torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
             torch.cat([out["prompt_mask"], out["completion_mask"]], 1),
             out["completion_ids"].size(1),
         )
-    ref, metrics = onepo_policy_loss(
-        logps, logps, out["advantages"], out["completion_mask"], out["teacher_mask"]
-    )
+        out["old_per_token_logps"] = logps - 0.7
+        loss = tr.compute_loss(tiny_lm, dict(out))
+    args = (logps - 0.7, logps, out["advantages"], out["completion_mask"])
+    ref, metrics = onepo_policy_loss(*args, out["teacher_mask"])
+    plain, _ = onepo_policy_loss(*args, None)
     torch.testing.assert_close(loss, ref, rtol=1e-6, atol=0)
+    assert not torch.allclose(ref, plain, rtol=1e-3)
     assert (
         metrics["onepo/rescaled_token_fraction"] > 0
     )  # random-init: p_old << floor on teacher tokens
