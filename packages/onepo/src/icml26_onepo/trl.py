@@ -173,7 +173,8 @@ class OnePOGRPOTrainer(GRPOTrainer):
     def _generate(self, prompts: list):  # type: ignore[no-untyped-def]
         out = super()._generate(prompts)
         inputs = self._onepo_inputs
-        if not self.model.training or inputs is None or not self.args.onepo_teacher_enabled:
+        training = self.model is not None and self.model.training
+        if not training or inputs is None or not self.args.onepo_teacher_enabled:
             return out
         step = int(self.state.global_step)
         mode = "train"
@@ -190,7 +191,7 @@ class OnePOGRPOTrainer(GRPOTrainer):
             images,
             tool_images,
         ) = out
-        n = self.num_generations
+        n = int(self.num_generations)  # type: ignore[arg-type]  # set for training
         column = self.args.onepo_teacher_column
         if column not in inputs[0]:
             raise KeyError(
@@ -206,7 +207,7 @@ class OnePOGRPOTrainer(GRPOTrainer):
         )  # (B, F)
         student = (student_per_func * weights).nansum(dim=1)  # (B,)
         conversational = isinstance(prompts[0], list)
-        max_len = self.max_completion_length
+        max_len = int(self.max_completion_length)  # type: ignore[arg-type]
         t_ids: list[list[int]] = []
         t_comps: list[Any] = []
         for g in cand:
