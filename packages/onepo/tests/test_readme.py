@@ -11,8 +11,17 @@ import pytest
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+def _readme() -> str:
+    """The repository README, or the installed wheel's long description (the same file)."""
+    if README.exists():
+        return README.read_text()
+    from importlib.metadata import metadata
+
+    return metadata("icml26-onepo").get_payload()  # type: ignore[attr-defined]
+
+
 def _blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    return re.findall(r"```python\n(.*?)```", _readme(), flags=re.S)
 
 
 def test_loss_quickstart_runs(capsys, tmp_path, monkeypatch):

@@ -3,8 +3,9 @@
 Chen, Xie, Li and Wang, "OnePO: Direct One-stage Policy Optimization for SFT-free Domain
 Adaptation", ICML 2026 (HuatuoGPT-3). `onepo_policy_loss` is Adaptive Objective
 Evolution on verl's dual-clip PPO; `inject_teacher` / `RetirementController` are Teacher
-Retirement. The TRL names (`OnePOConfig`, `OnePOGRPOTrainer`) load lazily and need the
-`[trl]` extra.
+Retirement. The TRL names live in `icml26_onepo.trl` (`OnePOConfig`, `OnePOGRPOTrainer`, the
+`[trl]` extra); they are also reachable lazily as attributes here, outside `__all__` so that
+a bare install imports every public name.
 """
 
 from __future__ import annotations
@@ -33,15 +34,14 @@ from .loss import (
 )
 
 if TYPE_CHECKING:
-    from .trl import OnePOConfig, OnePOGRPOTrainer
+    from .trl import OnePOConfig as OnePOConfig
+    from .trl import OnePOGRPOTrainer as OnePOGRPOTrainer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AGG_MODES",
     "InjectionResult",
-    "OnePOConfig",
-    "OnePOGRPOTrainer",
     "OnePOTokenLoss",
     "RetirementController",
     "__version__",
