@@ -1,0 +1,401 @@
+"""OnePO's central claim at small scale: SFT-free RL with transient teacher guidance.
+
+A tiny char-level decoder is pretrained here on embedded English text, then adapted by RL to
+reversed-digit addition ("07+45=" -> "250\\n": the 3-digit sum written ones digit first), where
+the pretrained model's pass@8 is ~0. Teacher = the gold answer. Five arms, equal RL steps
+(rollout batches), paired seeds (same pretrained model, same prompt stream per seed):
+
+- ``grpo``: pure GRPO (verl's dual-clip PPO loss, GRPO advantages), no teacher;
+- ``sft_grpo``: SFT on the gold answers for the first quarter of the steps, then GRPO;
+- ``naive``: the teacher replaces a random group member at every step, plain PPO loss;
+- ``luffy``: same injection, LUFFY-style policy shaping on teacher tokens, -A·π/(π+0.1), unclipped;
+- ``onepo``: Teacher Retirement + Adaptive Objective Evolution (`icml26_onepo`);
+- (ablation, ``--arms retire_only``) Teacher Retirement with the plain PPO loss.
+
+Each step: 8 prompts x 8 rollouts (temperature 1), old log-probs once, then 4 mini-batch updates
+(the official run makes 8 per rollout batch), so a teacher token whose p_old is tiny is clipped by
+plain PPO after the first update (1.28·p_old) while OnePO clips it only at 0.128. Reward:
+(correct digits + terminated) / 4, 1 only for the exact answer. Reported: greedy accuracy on
+held-out problems vs steps, pass@k (k = 1, 2, 4, 8; 8 samples at T = 1), the retirement-rate
+curve of the OnePO arm, and paired-seed differences with 95% t-intervals.
+
+The rollout loop is this file's own (batched sampling of a 4-token answer with a tiny model);
+TRL's generation loop is built for HF models and would dominate the CPU budget. The loss and
+groups are the package's: `onepo_policy_loss`, `ppo_per_token_loss`, `grpo_advantages`,
+`inject_teacher`.
+
+    python benchmarks/reproduce.py --quick     # 3 seeds x 5 arms x 100 steps
+    python benchmarks/reproduce.py             # 5 seeds x 5 arms x 250 steps
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from icml26_onepo import grpo_advantages, inject_teacher, onepo_policy_loss, ppo_per_token_loss
+from icml26_onepo.loss import aggregate_loss
+from torch import nn
+
+HERE = Path(__file__).resolve().parent
+
+TEXT = """\
+Sonnet 18. Shall I compare thee to a summer's day? Thou art more lovely and more temperate:
+rough winds do shake the darling buds of May, and summer's lease hath all too short a date.
+Sometime too hot the eye of heaven shines, and often is his gold complexion dimm'd;
+and every fair from fair sometime declines, by chance or nature's changing course untrimm'd.
+Sonnet 29. When, in disgrace with fortune and men's eyes, I all alone beweep my outcast state,
+and trouble deaf heaven with my bootless cries, and look upon myself and curse my fate.
+Sonnet 116. Let me not to the marriage of true minds admit impediments. Love is not love
+which alters when it alteration finds, or bends with the remover to remove.
+In 1609 the sonnets were printed, 154 of them, in a small quarto of 80 leaves.
+The clock struck 12 and then 1; the year was 1599 and the Globe stood on the bank of the river.
+There were 3 witches, 2 kings and 1 fool; act 4, scene 2, line 15 of the play.
+To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer
+the slings and arrows of outrageous fortune, or to take arms against a sea of troubles,
+and by opposing end them. To die: to sleep; no more; and by a sleep to say we end
+the heart-ache and the 1000 natural shocks that flesh is heir to.
+All the world's a stage, and all the men and women merely players; they have their exits
+and their entrances, and one man in his time plays many parts, his acts being 7 ages.
+Now is the winter of our discontent made glorious summer by this sun of York.
+Friends, Romans, countrymen, lend me your ears; I come to bury Caesar, not to praise him.
+The quality of mercy is not strain'd; it droppeth as the gentle rain from heaven.
+Tomorrow, and tomorrow, and tomorrow, creeps in this petty pace from day to day.
+If music be the food of love, play on; give me excess of it, that, surfeiting,
+the appetite may sicken, and so die. That strain again! it had a dying fall.
+Page 42, chapter 9: he counted 36 sheep, 25 goats and 17 geese before the 8 bells rang.
+"""
+DIGITS = "0123456789"
+EOS = "\n"
+CHARS = sorted(set(TEXT) | set(DIGITS) | {"+", "="})
+STOI = {c: i for i, c in enumerate(CHARS)}
+V = len(CHARS)
+PROMPT_LEN, ANS_LEN = 4, 3  # "7+5=" and "21\n"
+CTX = 32
+
+
+def encode(s: str) -> list[int]:
+    return [STOI[c] for c in s]
+
+
+def problem(a: int, b: int) -> tuple[str, str]:
+    return f"{a}+{b}=", f"{a + b:02d}"[::-1] + EOS
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, h: int) -> None:
+        super().__init__()
+        self.h = h
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, self.h, D // self.h).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D/H)
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, d: int = 64, layers: int = 2, heads: int = 4) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(V, d), nn.Embedding(CTX, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, V, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # (B, T) -> (B, T, V)
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        for b in self.blocks:
+            x = b(x)
+        return self.head(self.ln(x))
+
+
+def pretrain(seed: int, steps: int) -> dict[str, torch.Tensor]:
+    torch.manual_seed(seed)
+    model = TinyGPT()
+    data = torch.tensor(encode(TEXT))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        start = torch.randint(0, len(data) - CTX - 1, (32,), generator=g)
+        x = torch.stack([data[s : s + CTX] for s in start])
+        y = torch.stack([data[s + 1 : s + CTX + 1] for s in start])
+        loss = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def answer_logp(model: TinyGPT, prompts: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+    """(B, P), (B, A) -> (B, A) log π(answer token | prefix)."""
+    seq = torch.cat([prompts, answers], 1)
+    logits = model(seq[:, :-1])[:, PROMPT_LEN - 1 :]  # predicts answer tokens
+    return torch.log_softmax(logits, -1).gather(-1, answers[..., None])[..., 0]
+
+
+@torch.no_grad()
+def sample(model: TinyGPT, prompts: torch.Tensor, greedy: bool, g: torch.Generator) -> torch.Tensor:
+    seq = prompts
+    for _ in range(ANS_LEN):
+        logits = model(seq)[:, -1]
+        nxt = (
+            logits.argmax(-1)
+            if greedy
+            else torch.multinomial(torch.softmax(logits, -1), 1, generator=g)[:, 0]
+        )
+        seq = torch.cat([seq, nxt[:, None]], 1)
+    return seq[:, PROMPT_LEN:]
+
+
+EOS_ID = STOI[EOS]
+
+
+def response_mask(ans: torch.Tensor) -> torch.Tensor:
+    """Tokens up to and including the first EOS."""
+    is_eos = ans == EOS_ID
+    before = torch.cumsum(is_eos.int(), 1) - is_eos.int()  # EOS seen strictly before
+    return before == 0
+
+
+def reward(ans: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """(correct digits in the 3 positions + EOS at position 3) / 4; 1 only for the exact answer."""
+    return (ans == gold).float().mean(-1)
+
+
+def make_split(seed: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """All 100 single-digit problems: RL prompts are drawn from them, accuracy is over all."""
+    pairs = [(a, b) for a in range(10) for b in range(10)]
+    return pairs, pairs
+
+
+def tensors(pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    ps, ans = zip(*(problem(a, b) for a, b in pairs), strict=True)
+    return torch.tensor([encode(p) for p in ps]), torch.tensor([encode(a) for a in ans])
+
+
+@torch.no_grad()
+def greedy_accuracy(model: TinyGPT, test: tuple[torch.Tensor, torch.Tensor]) -> float:
+    prompts, gold = test
+    greedy = sample(model, prompts, True, torch.Generator().manual_seed(0))
+    return float((greedy == gold).all(-1).float().mean())
+
+
+@torch.no_grad()
+def evaluate(
+    model: TinyGPT, test: tuple[torch.Tensor, torch.Tensor], seed: int
+) -> dict[str, float]:
+    prompts, gold = test
+    acc = greedy_accuracy(model, test)
+    g = torch.Generator().manual_seed(seed)
+    n = 8
+    correct = torch.stack(
+        [(sample(model, prompts, False, g) == gold).all(-1) for _ in range(n)], 1
+    ).sum(1)  # (N,)
+    out = {"greedy_acc": acc}
+    for k in (1, 2, 4, 8):
+        est = [1.0 - math.comb(n - int(c), k) / math.comb(n, k) for c in correct]
+        out[f"pass@{k}"] = float(np.mean(est))
+    return out
+
+
+def luffy_loss(old, logp, adv, resp, teacher, gamma=0.1):  # type: ignore[no-untyped-def]
+    """LUFFY policy shaping on teacher tokens (-A·π/(π+γ), no clip); dual-clip PPO on the rest."""
+    ppo, *_ = ppo_per_token_loss(old, logp, adv)
+    p = torch.exp(logp)
+    shaped = -adv * p / (p + gamma)
+    return aggregate_loss(torch.where(teacher, shaped, ppo), resp)
+
+
+def run_arm(arm: str, seed: int, init: dict, cfg: dict, train, test) -> dict:  # type: ignore[no-untyped-def]
+    torch.manual_seed(seed)
+    model = TinyGPT()
+    model.load_state_dict(init)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=0.0)
+    P, n, K, steps = cfg["prompts"], cfg["n"], cfg["minibatches"], cfg["steps"]
+    sft_steps = steps // 4 if arm == "sft_grpo" else 0
+    data_rng = np.random.default_rng(seed)  # same prompt stream for every arm of a seed
+    g = torch.Generator().manual_seed(seed)
+    curve, retire = [], []
+    for step in range(steps):
+        idx = data_rng.choice(len(train), P, replace=False)
+        prompts, gold = tensors([train[i] for i in idx])
+        if step % cfg["eval_every"] == 0:
+            curve.append((step, greedy_accuracy(model, test)))
+        if step < sft_steps:  # SFT on gold, K updates
+            for mb in torch.arange(P).chunk(K):
+                loss = -answer_logp(model, prompts[mb], gold[mb]).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            continue
+        rp, rg = prompts.repeat_interleave(n, 0), gold.repeat_interleave(n, 0)  # (B, ·)
+        ans = sample(model, rp, False, g)  # (B, A)
+        r = reward(ans, rg)
+        teacher_rows = torch.zeros(P * n, dtype=torch.bool)
+        if arm in ("naive", "luffy", "onepo", "retire_only"):
+            t_reward = reward(gold, gold)  # 1.0: scored by the same reward
+            if arm in ("onepo", "retire_only"):
+                res = inject_teacher(r, t_reward, n, seed=seed * 100_003 + step)
+                retire.append(res.retirement_rate)
+                rows = [x for x in res.rows if x >= 0]
+                r = res.rewards
+            else:  # persistent teacher: always injected
+                rows = [int(data_rng.integers(gi * n, gi * n + n)) for gi in range(P)]
+                r = r.clone()
+                r[rows] = t_reward[[x // n for x in rows]]
+            teacher_rows[rows] = True
+            ans = ans.clone()
+            ans[rows] = rg[rows]
+        adv = grpo_advantages(r, n)
+        resp = response_mask(ans)
+        teacher = resp & teacher_rows[:, None]
+        with torch.no_grad():
+            old = answer_logp(model, rp, ans)
+        perm = torch.randperm(P * n, generator=g)
+        for mb in perm.chunk(K):
+            logp = answer_logp(model, rp[mb], ans[mb])
+            if arm == "onepo":
+                loss, _ = onepo_policy_loss(old[mb], logp, adv[mb], resp[mb], teacher[mb])
+            elif arm == "luffy":
+                loss = luffy_loss(
+                    old[mb], logp, adv[mb][:, None].expand_as(logp), resp[mb], teacher[mb]
+                )
+            else:
+                loss, _ = onepo_policy_loss(old[mb], logp, adv[mb], resp[mb], None)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    final = evaluate(model, test, seed)
+    curve.append((steps, final["greedy_acc"]))
+    return {"curve": curve, "final": final, "retirement": retire}
+
+
+def ci95(x: list[float]) -> tuple[float, float, float]:
+    a = np.asarray(x, dtype=np.float64)
+    m = float(a.mean())
+    if len(a) < 2:
+        return m, m, m
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365}.get(len(a), 2.0)
+    h = t * float(a.std(ddof=1)) / math.sqrt(len(a))
+    return m, m - h, m + h
+
+
+ARMS = ("grpo", "sft_grpo", "naive", "luffy", "onepo")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--arms", default=",".join(ARMS), help=f"subset of {ARMS} and 'retire_only'")
+    ap.add_argument("--tag", default=None, help="write reproduce_<tag>.json (ablations)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    cfg = dict(
+        prompts=8,
+        n=8,
+        minibatches=4,
+        lr=2e-3,
+        steps=args.steps or (100 if args.quick else 250),
+        eval_every=10,
+        pretrain_steps=300,
+    )
+    n_seeds = args.seeds or (3 if args.quick else 5)
+    arms = args.arms.split(",")
+    init = pretrain(0, cfg["pretrain_steps"])  # one pretrained model, shared by all arms and seeds
+    runs: dict[str, list[dict]] = {a: [] for a in arms}
+    base = None
+    for seed in range(n_seeds):
+        train, test_pairs = make_split(seed)
+        test = tensors(test_pairs)
+        if seed == 0:
+            m = TinyGPT()
+            m.load_state_dict(init)
+            base = evaluate(m, test, 0)
+        for arm in arms:
+            runs[arm].append(run_arm(arm, seed, init, cfg, train, test))
+            print(
+                arm,
+                seed,
+                runs[arm][-1]["final"],
+                f"{time.perf_counter() - t0:.1f}s",
+                file=sys.stderr,
+            )
+    summary = {}
+    for arm in arms:
+        finals = [r["final"] for r in runs[arm]]
+        summary[arm] = {k: ci95([f[k] for f in finals]) for k in finals[0]}
+        curves = np.array([[acc for _, acc in r["curve"]] for r in runs[arm]])
+        summary[arm]["curve_steps"] = [s for s, _ in runs[arm][0]["curve"]]
+        summary[arm]["curve_mean"] = curves.mean(0).round(4).tolist()
+    full = {"config": cfg, "seeds": n_seeds, "base_model": base, "summary": summary, "runs": runs}
+    if "onepo" in runs and runs["onepo"][0]["retirement"]:
+        rates = np.array([r["retirement"] for r in runs["onepo"]])
+        full["retirement_curve_mean"] = rates.mean(0).round(4).tolist()
+    if "onepo" in arms:
+        diffs = {}
+        for other in arms:
+            if other == "onepo":
+                continue
+            d = [
+                a["final"]["greedy_acc"] - b["final"]["greedy_acc"]
+                for a, b in zip(runs["onepo"], runs[other])
+            ]
+            diffs[other] = ci95(d)
+        full["paired_diff_onepo_minus"] = diffs
+    seconds = time.perf_counter() - t0
+    full["seconds"] = seconds
+    name = (
+        f"reproduce_{args.tag}" if args.tag else ("reproduce_quick" if args.quick else "reproduce")
+    )
+    out = HERE / f"{name}.json"
+    out.write_text(json.dumps(full, indent=1))
+    if all(a in summary for a in ARMS):
+
+        def acc(arm: str) -> float:
+            return float(summary[arm]["greedy_acc"][0])
+
+        assert base is not None
+        ours = summary["onepo"]["greedy_acc"][0]
+        best = max(
+            ("grpo", "sft_grpo", "luffy", "naive"),
+            key=lambda a: summary[a]["greedy_acc"][0] if a in summary else -1,
+        )
+        baseline = summary[best]["greedy_acc"][0]
+        print(
+            json.dumps(
+                {
+                    "package": "onepo",
+                    "claim": (
+                        "OnePO vs the strongest other arm at equal RL steps, greedy exact-match "
+                        "accuracy on 100 reversed-sum problems from a text-pretrained tiny decoder "
+                        f"(base pass@8 {base['pass@8']:.2f}); OnePO - {best} "
+                        f"{diffs[best][0]:+.3f} [{diffs[best][1]:+.3f}, {diffs[best][2]:+.3f}] "
+                        f"over {n_seeds} paired seeds; SFT->GRPO {acc('sft_grpo'):.3f}, "
+                        f"pure GRPO {acc('grpo'):.3f}, LUFFY-style {acc('luffy'):.3f}"
+                    ),
+                    "paper": "HealthBench 67.2 vs SFT+RL 64.5 (+2.7) and pure RL 59.8 (+7.4)",
+                    "ours": round(ours, 4),
+                    "baseline": round(baseline, 4),
+                    "ratio": round(ours / baseline, 4) if baseline > 0 else None,
+                    "pure_rl": round(summary["grpo"]["greedy_acc"][0], 4),
+                    "seconds": round(seconds, 1),
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

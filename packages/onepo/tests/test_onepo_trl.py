@@ -1,0 +1,215 @@
+"""TRL integration: GRPOTrainer parity without a teacher, teacher injection through the rollout hook."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("trl")
+datasets = pytest.importorskip("datasets")
+
+from icml26_onepo import OnePOConfig, OnePOGRPOTrainer, grpo_advantages, onepo_policy_loss  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+N_GEN = 4
+PROBLEMS = [("12+7=", "91"), ("3+4=", "7"), ("25+25=", "05"), ("9+9=", "81")]
+
+
+def _dataset():
+    return datasets.Dataset.from_dict(
+        {
+            "prompt": [p for p, _ in PROBLEMS],
+            "answer": [a for _, a in PROBLEMS],
+            "teacher": [a for _, a in PROBLEMS],
+        }
+    )
+
+
+def exact_match(completions, answer, **kwargs):
+    return [float(c.strip() == a) for c, a in zip(completions, answer, strict=True)]
+
+
+def partial_credit(completions, answer, **kwargs):
+    return [
+        sum(x == y for x, y in zip(c, a)) / len(a) for c, a in zip(completions, answer, strict=True)
+    ]
+
+
+def _common(tmp_path, **kw):
+    base = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        num_generations=N_GEN,
+        max_completion_length=5,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        seed=0,
+        dataloader_num_workers=0,
+        logging_steps=1,
+        save_strategy="no",
+        epsilon=0.2,
+        epsilon_high=0.28,
+        delta=10.0,
+    )
+    base.update(kw)
+    return base
+
+
+def _rows(ds):
+    return [dict(ds[i]) for i in range(len(ds)) for _ in range(N_GEN)][: 2 * N_GEN]
+
+
+@pytest.mark.parametrize(
+    "loss_type, beta",
+    [("dapo", 0.0), ("grpo", 0.0), ("bnpo", 0.0), ("dr_grpo", 0.0), ("dapo", 0.05)],
+)
+def test_no_teacher_loss_equals_grpo_trainer(tmp_path, char_tokenizer, tiny_lm, loss_type, beta):
+    ds = _dataset()
+    kw = dict(loss_type=loss_type, beta=beta)
+    model_a: object = tiny_lm
+    model_b: object = copy.deepcopy(tiny_lm)
+    if beta:  # TRL loads the reference model from a path
+        tiny_lm.save_pretrained(tmp_path / "m")
+        model_a = model_b = str(tmp_path / "m")
+    trl_tr = GRPOTrainer(
+        model=model_a,
+        reward_funcs=partial_credit,
+        args=GRPOConfig(**_common(tmp_path / "a", **kw)),
+        train_dataset=ds,
+        processing_class=char_tokenizer,
+    )
+    ours = OnePOGRPOTrainer(
+        model=model_b,
+        reward_funcs=partial_credit,
+        args=OnePOConfig(**_common(tmp_path / "b", **kw)),
+        train_dataset=ds,
+        processing_class=char_tokenizer,
+    )
+    tiny_lm, model_b = trl_tr.model, ours.model
+    tiny_lm.train()
+    model_b.train()
+    for tr in (trl_tr, ours):
+        tr.current_gradient_accumulation_steps = 1  # set by Trainer's loop; one window here
+    torch.manual_seed(1)
+    batch = trl_tr._generate_and_score_completions(_rows(ds))
+    # an off-policy batch (as after a few PPO updates) so that both clips and the dual clip act
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        logps, _, _ = trl_tr._get_per_token_logps_and_entropies(
+            tiny_lm,
+            torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1),
+            torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1),
+            batch["completion_ids"].size(1),
+        )
+    batch["old_per_token_logps"] = logps + 1.5 * torch.randn(logps.shape, generator=g)
+    batch["advantages"] = torch.randn(batch["advantages"].shape, generator=g)
+    ratio = torch.exp(logps - batch["old_per_token_logps"])
+    negative = (batch["advantages"] < 0)[:, None] & batch["completion_mask"].bool()
+    assert (ratio[negative] > 10.0).any() and (ratio < 0.8).any()  # dual clip and both clips act
+    assert "teacher_mask" not in batch
+    loss_trl = trl_tr.compute_loss(tiny_lm, dict(batch))
+    loss_ours = ours.compute_loss(model_b, dict(batch))
+    assert torch.equal(loss_trl, loss_ours), (loss_trl.item(), loss_ours.item())
+    loss_trl.backward()
+    loss_ours.backward()
+    for (name, p_a), p_b in zip(tiny_lm.named_parameters(), model_b.parameters(), strict=True):
+        assert p_a.grad is not None
+        torch.testing.assert_close(p_a.grad, p_b.grad, rtol=1e-6, atol=1e-9, msg=name)
+
+
+def _onepo(tmp_path, tok, model, reward, **kw):
+    return OnePOGRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=OnePOConfig(**_common(tmp_path, **kw)),
+        train_dataset=_dataset(),
+        processing_class=tok,
+    )
+
+
+def test_teacher_injected_through_rollout_hook(tmp_path, char_tokenizer, tiny_lm):
+    calls = []
+
+    def reward(completions, answer, **kwargs):
+        calls.append(list(completions))
+        return exact_match(completions, answer)
+
+    tr = _onepo(tmp_path, char_tokenizer, tiny_lm, reward, onepo_seed=7)
+    tr.current_gradient_accumulation_steps = 1
+    tiny_lm.train()
+    torch.manual_seed(0)
+    rows = _rows(_dataset())
+    out = tr._generate_and_score_completions(rows)
+    # random-init students never solve it; the gold teacher (reward 1) beats every student
+    rng = np.random.default_rng(7 + 0)
+    want = [int(rng.integers(0, N_GEN)), int(rng.integers(N_GEN, 2 * N_GEN))]
+    teacher_rows = out["teacher_mask"].any(-1).nonzero().flatten().tolist()
+    assert teacher_rows == want
+    assert out["completion_ids"].shape[0] == 2 * N_GEN  # group size preserved
+    for r, (_, ans) in zip(want, PROBLEMS[:2], strict=True):
+        ids = [*char_tokenizer.encode(ans, add_special_tokens=False), char_tokenizer.eos_token_id]
+        n = len(ids)
+        assert out["completion_ids"][r, :n].tolist() == ids
+        assert out["teacher_mask"][r].sum() == n and out["completion_mask"][r].sum() == n
+    # TRL's advantages are computed from the rewards that decided the injection
+    rewards = torch.zeros(2 * N_GEN)
+    rewards[want] = 1.0
+    torch.testing.assert_close(
+        out["advantages"], grpo_advantages(rewards, N_GEN, eps=1e-4), rtol=1e-5, atol=0
+    )
+    assert len(calls) == 2  # students once, teachers once: nothing scored twice
+    assert calls[1] == [PROBLEMS[0][1], PROBLEMS[1][1]]
+    assert tr._metrics["train"]["onepo/retirement_rate"] == [0.0]
+    # the loss on this batch is onepo_policy_loss (token-mean == dapo with one micro-batch)
+    # after some updates (old log-probs below the current ones), so OnePO != plain PPO here
+    with torch.no_grad():
+        logps, _, _ = tr._get_per_token_logps_and_entropies(
+            tiny_lm,
+            torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
+            torch.cat([out["prompt_mask"], out["completion_mask"]], 1),
+            out["completion_ids"].size(1),
+        )
+        out["old_per_token_logps"] = logps - 0.7
+        loss = tr.compute_loss(tiny_lm, dict(out))
+    args = (logps - 0.7, logps, out["advantages"], out["completion_mask"])
+    ref, metrics = onepo_policy_loss(*args, out["teacher_mask"])
+    plain, _ = onepo_policy_loss(*args, None)
+    torch.testing.assert_close(loss, ref, rtol=1e-6, atol=0)
+    assert not torch.allclose(ref, plain, rtol=1e-3)
+    assert (
+        metrics["onepo/rescaled_token_fraction"] > 0
+    )  # random-init: p_old << floor on teacher tokens
+
+
+def test_tie_retires_teacher(tmp_path, char_tokenizer, tiny_lm):
+    tr = _onepo(
+        tmp_path, char_tokenizer, tiny_lm, lambda completions, **kw: [1.0] * len(completions)
+    )
+    tiny_lm.train()
+    out = tr._generate_and_score_completions(_rows(_dataset()))
+    assert not out["teacher_mask"].any()
+    assert tr._metrics["train"]["onepo/retirement_rate"] == [1.0]
+
+
+def test_missing_teacher_column_and_bad_config(tmp_path, char_tokenizer, tiny_lm):
+    tr = _onepo(tmp_path, char_tokenizer, tiny_lm, exact_match, onepo_teacher_column="gold")
+    tiny_lm.train()
+    with pytest.raises(KeyError, match="gold"):
+        tr._generate_and_score_completions(_rows(_dataset()))
+    with pytest.raises(ValueError, match="onepo_floor"):
+        OnePOConfig(**_common(tmp_path, onepo_floor=1.0))
+    with pytest.raises(ValueError, match="loss_type"):
+        _onepo(tmp_path, char_tokenizer, tiny_lm, exact_match, loss_type="sapo")
+
+
+def test_train_runs_and_logs(tmp_path, char_tokenizer, tiny_lm):
+    tr = _onepo(tmp_path, char_tokenizer, tiny_lm, partial_credit, max_steps=2, learning_rate=1e-2)
+    tr.train()
+    logged = [h for h in tr.state.log_history if "onepo/retirement_rate" in h]
+    assert len(logged) == 2
+    assert all(0.0 <= h["onepo/retirement_rate"] <= 1.0 for h in logged)
+    assert any(h["onepo/teacher_token_fraction"] > 0 for h in logged)
