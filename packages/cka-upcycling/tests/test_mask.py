@@ -47,7 +47,11 @@ def test_fixed_noise_reproduces_a_draw_and_temperature_does_not_move_the_argmax(
 def test_schedules():
     for make in (linear_tau, exponential_tau, cosine_tau):
         f = make(2.0, 0.1, 100)
-        assert f(0) == pytest.approx(2.0) and f(100) == pytest.approx(0.1) and f(1000) == pytest.approx(0.1)
+        assert (
+            f(0) == pytest.approx(2.0)
+            and f(100) == pytest.approx(0.1)
+            and f(1000) == pytest.approx(0.1)
+        )
         assert f(30) > f(60)
     assert exponential_tau(2.0, 0.1, 100)(50) == pytest.approx(math.sqrt(0.2))
     assert constant_tau(0.5)(7) == 0.5

@@ -32,15 +32,21 @@ def test_upcycle_ffn_zero_router_is_bit_exact_in_fp64():
 @pytest.mark.parametrize("top_k", [1, 3])
 def test_upcycle_ffn_preserves_function_for_any_router(router_init, top_k):
     ffn, x = _ffn(), _x()
-    moe = upcycle_ffn(ffn, 4, top_k=top_k, router_init=router_init, generator=torch.Generator().manual_seed(0))
+    moe = upcycle_ffn(
+        ffn, 4, top_k=top_k, router_init=router_init, generator=torch.Generator().manual_seed(0)
+    )
     y = ffn(x)
     assert (moe(x) - y).abs().max() <= 1e-14 * y.abs().max()
-    assert (moe.router.T @ moe.router).diag().std() < 1e-12 or router_init == "normal"  # orthogonal columns
+    assert (
+        moe.router.T @ moe.router
+    ).diag().std() < 1e-12 or router_init == "normal"  # orthogonal columns
 
 
 def test_noise_breaks_symmetry_and_exactness():
     ffn, x = _ffn(), _x()
-    moe = upcycle_ffn(ffn, 4, router_init="orthogonal", noise=0.1, generator=torch.Generator().manual_seed(0))
+    moe = upcycle_ffn(
+        ffn, 4, router_init="orthogonal", noise=0.1, generator=torch.Generator().manual_seed(0)
+    )
     assert (moe(x) - ffn(x)).abs().max() > 1e-4
     assert torch.equal(moe.w1[0], ffn[0].weight.T)  # the first copy stays the pretrained FFN
 

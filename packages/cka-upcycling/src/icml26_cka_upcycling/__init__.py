@@ -13,7 +13,16 @@ from .bilevel import (
     find_moe_layers,
     hypergradient,
 )
-from .cka import MinibatchCKA, cka_loss, gram_linear, gram_rbf, hsic, kernel_cka, linear_cka, rbf_cka
+from .cka import (
+    MinibatchCKA,
+    cka_loss,
+    gram_linear,
+    gram_rbf,
+    hsic,
+    kernel_cka,
+    linear_cka,
+    rbf_cka,
+)
 from .mask import GumbelMask, constant_tau, cosine_tau, exponential_tau, linear_tau
 from .metrics import cl_metrics
 from .upcycle import UpcycledMoE, moe_ref, upcycle_ffn, upcycle_moe

@@ -71,7 +71,9 @@ def cka_drift(
     """1 - CKA_lin between the two models' features at each named module, on the same inputs."""
     fb = collect_features(before, batches, layers, forward)
     fa = collect_features(after, batches, layers, forward)
-    return {n: float(1 - linear_cka(fb[n].double(), fa[n].double(), debiased=debiased)) for n in layers}
+    return {
+        n: float(1 - linear_cka(fb[n].double(), fa[n].double(), debiased=debiased)) for n in layers
+    }
 
 
 def _params(model: nn.Module) -> list[nn.Parameter]:
@@ -81,7 +83,9 @@ def _params(model: nn.Module) -> list[nn.Parameter]:
     return ps
 
 
-def rho_sharpness(model: nn.Module, loss_fn: Callable[[nn.Module], torch.Tensor], rho: float = 0.05) -> float:
+def rho_sharpness(
+    model: nn.Module, loss_fn: Callable[[nn.Module], torch.Tensor], rho: float = 0.05
+) -> float:
     """S_ρ = L(θ + ρ g/‖g‖) - L(θ) (first-order SAM ascent); parameters are restored."""
     if not rho > 0:
         raise ValueError(f"rho must be > 0; got {rho}")
@@ -121,9 +125,16 @@ def hessian_trace(
     total = 0.0
     for i in range(num_samples):
         zs = [
-            (torch.randint(0, 2, p.shape, generator=generator, dtype=torch.int64) * 2 - 1).to(p.device, p.dtype)
+            (torch.randint(0, 2, p.shape, generator=generator, dtype=torch.int64) * 2 - 1).to(
+                p.device, p.dtype
+            )
             for p, _ in pairs
         ]
-        hz = torch.autograd.grad([g for _, g in pairs], [p for p, _ in pairs], grad_outputs=zs, retain_graph=i < num_samples - 1)
+        hz = torch.autograd.grad(
+            [g for _, g in pairs],
+            [p for p, _ in pairs],
+            grad_outputs=zs,
+            retain_graph=i < num_samples - 1,
+        )
         total += float(sum((z * h).sum() for z, h in zip(zs, hz)))
     return total / num_samples

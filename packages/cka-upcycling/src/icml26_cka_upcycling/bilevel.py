@@ -73,7 +73,9 @@ class ReservoirBuffer:
             raise ValueError("add needs at least one tensor")
         b = tensors[0].shape[0]
         if any(t.shape[0] != b for t in tensors):
-            raise ValueError(f"tensors must share their first (batch) axis; got {[tuple(t.shape) for t in tensors]}")
+            raise ValueError(
+                f"tensors must share their first (batch) axis; got {[tuple(t.shape) for t in tensors]}"
+            )
         for i in range(b):
             item = tuple(t[i].detach().clone() for t in tensors)
             if len(self.items) < self.capacity:
@@ -166,12 +168,16 @@ def find_moe_layers(model: nn.Module) -> dict[str, UpcycledMoE]:
     return {n: m for n, m in model.named_modules() if isinstance(m, UpcycledMoE)}
 
 
-def apply_plan(model: nn.Module, plan: UpcyclePlan, *, freeze_source: bool = True, noise: float = 0.0) -> int:
+def apply_plan(
+    model: nn.Module, plan: UpcyclePlan, *, freeze_source: bool = True, noise: float = 0.0
+) -> int:
     """Grow ``model``'s MoE layers as ``plan`` says (function-preserving); returns added parameters."""
     layers = find_moe_layers(model)
     missing = [n for n in plan.grow if n not in layers]
     if missing:
-        raise ValueError(f"plan names layers that are not UpcycledMoE modules of the model: {missing}; have {list(layers)}")
+        raise ValueError(
+            f"plan names layers that are not UpcycledMoE modules of the model: {missing}; have {list(layers)}"
+        )
     added = 0
     for name, slots in plan.grow.items():
         layers[name].grow(slots, freeze_source=freeze_source, noise=noise)
@@ -247,8 +253,14 @@ class BilevelUpcycler:
         eps: float = 0.01,
     ) -> None:
         if hypergradient not in ("first_order", "finite_difference"):
-            raise ValueError(f"hypergradient must be 'first_order' or 'finite_difference'; got {hypergradient!r}")
-        for name, v in [("lambda_replay", lambda_replay), ("lambda_cka", lambda_cka), ("lambda_param", lambda_param)]:
+            raise ValueError(
+                f"hypergradient must be 'first_order' or 'finite_difference'; got {hypergradient!r}"
+            )
+        for name, v in [
+            ("lambda_replay", lambda_replay),
+            ("lambda_cka", lambda_cka),
+            ("lambda_param", lambda_param),
+        ]:
             if not v >= 0:
                 raise ValueError(f"{name} must be >= 0; got {v}")
         all_layers = find_moe_layers(model)
@@ -265,7 +277,11 @@ class BilevelUpcycler:
             raise ValueError(f"cka_layers names modules the model does not have: {missing}")
         self.model, self.loss_fn = model, loss_fn
         self.layer_names, self.cka_layers = names, list(cka_layers)
-        self.lambda_replay, self.lambda_cka, self.lambda_param = lambda_replay, lambda_cka, lambda_param
+        self.lambda_replay, self.lambda_cka, self.lambda_param = (
+            lambda_replay,
+            lambda_cka,
+            lambda_param,
+        )
         self.tau, self.mode, self.outer_lr = tau, hypergradient, outer_lr
         self.init_grow_logit, self.xi, self.eps = init_grow_logit, xi, eps
         self.teacher: nn.Module | None = None
@@ -289,7 +305,9 @@ class BilevelUpcycler:
             layer.presence = None if m is None else m[i : i + n]
             i += n
 
-    def _features(self, module: nn.Module, tap: _Tap, batch: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _features(
+        self, module: nn.Module, tap: _Tap, batch: Any
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         tap.out.clear()
         loss = self.loss_fn(module, batch)
         return loss, dict(tap.out)
@@ -322,7 +340,11 @@ class BilevelUpcycler:
     def _param_cost(self) -> torch.Tensor:
         assert self.mask is not None
         costs = torch.tensor(
-            [float(layer.expert_params()) for layer in self.layers.values() for _ in range(int(layer.provisional.sum()))],
+            [
+                float(layer.expert_params())
+                for layer in self.layers.values()
+                for _ in range(int(layer.provisional.sum()))
+            ],
             dtype=self.mask.logits.dtype,
         )
         return (self.mask.probs() * costs / costs.mean()).sum()
@@ -343,7 +365,11 @@ class BilevelUpcycler:
         self._frozen_before = {}
         n = 0
         for name, layer in self.layers.items():
-            slots = list(range(layer.num_experts)) if candidates is None else list(candidates.get(name, []))
+            slots = (
+                list(range(layer.num_experts))
+                if candidates is None
+                else list(candidates.get(name, []))
+            )
             self._frozen_before[name] = layer.frozen.clone()
             layer.frozen.fill_(True)
             layer.grow(slots, provisional=True, freeze_source=False)
@@ -353,10 +379,14 @@ class BilevelUpcycler:
         self.mask = GumbelMask(n, self.tau, init_grow_logit=self.init_grow_logit).to(
             next(self.model.parameters()).device
         )
-        self.outer_opt = torch.optim.Adam(self.mask.parameters(), lr=self.outer_lr, betas=(0.5, 0.999))
+        self.outer_opt = torch.optim.Adam(
+            self.mask.parameters(), lr=self.outer_lr, betas=(0.5, 0.999)
+        )
         return n
 
-    def outer_step(self, batch: Any, val_batch: Any, replay: Any | None, noise: torch.Tensor | None = None) -> torch.Tensor:
+    def outer_step(
+        self, batch: Any, val_batch: Any, replay: Any | None, noise: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """One Adam step on α with the hypergradient of the outer objective; returns the draw used."""
         if self.mask is None:
             raise RuntimeError("outer_step before begin_task")
@@ -375,7 +405,13 @@ class BilevelUpcycler:
             return lv
 
         g = hypergradient(
-            train_loss, val_loss, self.trainable(), [mask.logits], mode=self.mode, xi=self.xi, eps=self.eps
+            train_loss,
+            val_loss,
+            self.trainable(),
+            [mask.logits],
+            mode=self.mode,
+            xi=self.xi,
+            eps=self.eps,
         )[0]
         (g_cost,) = torch.autograd.grad(self.lambda_param * self._param_cost(), [mask.logits])
         self.outer_opt.zero_grad()
@@ -408,7 +444,11 @@ class BilevelUpcycler:
         inner_opt.step()
         self._set_presence(None)
         self.mask.advance()
-        return {"inner": float(loss), "tau": self.mask.tau, "p_grow_mean": float(self.mask.probs().mean())}
+        return {
+            "inner": float(loss.detach()),
+            "tau": self.mask.tau,
+            "p_grow_mean": float(self.mask.probs().mean().detach()),
+        }
 
     def end_search(self, *, threshold: float = 0.5) -> UpcyclePlan:
         """Discretize the mask, drop unselected copies, freeze kept sources; returns the plan."""

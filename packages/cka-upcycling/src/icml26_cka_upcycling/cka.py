@@ -20,7 +20,7 @@ whose expectation is the population HSIC (for linear kernels ‖Cov(x, y)‖_F²
 (Nguyen et al. 2021, "Do Wide and Deep Networks Learn the Same Things?") averages HSIC_u over
 minibatches before the ratio, so it converges to the population CKA as batches accumulate.
 
-Everything is differentiable; :func:`cka_loss` is ``1 - CKA`` with an ε in the denominator so
+Everything is differentiable; :func:`cka_loss` is ``1 - CKA`` with clamped self-HSICs, so
 that it stays finite during training (the paper's "CKA-regularized replay", §3 of the notes).
 """
 
@@ -160,19 +160,20 @@ def linear_cka(X: torch.Tensor, Y: torch.Tensor, debiased: bool = False) -> torc
     return _ratio(xy, xx * yy, "linear_cka")
 
 
-def cka_loss(
-    h_old: torch.Tensor, h_new: torch.Tensor, *, debiased: bool = False, eps: float = 1e-8
-) -> torch.Tensor:
+def cka_loss(h_old: torch.Tensor, h_new: torch.Tensor, *, debiased: bool = False) -> torch.Tensor:
     """Representation-drift loss 1 - CKA_lin(h_old, h_new), differentiable in both arguments.
 
     Inputs of shape (..., n, d) are flattened to (n', d) over all leading axes (tokens of a
-    sequence model count as samples). ε keeps the loss finite on a degenerate batch.
+    sequence model count as samples). The self-HSICs are clamped at the smallest normal float
+    *before* the square root, so a degenerate (constant) batch gives a finite loss and finite
+    gradients while the loss stays invariant to the features' scale (an absolute ε would not).
     """
     X = h_old.reshape(-1, h_old.shape[-1])
     Y = h_new.reshape(-1, h_new.shape[-1])
     _check_pair(X, Y, 4 if debiased else 2)
     xy, xx, yy = _linear_hsic_features(X, Y, debiased)
-    return 1 - xy / (xx * yy).clamp_min(0).add(eps).sqrt()
+    tiny = torch.finfo(xy.dtype).tiny
+    return 1 - xy / (xx.clamp_min(tiny).sqrt() * yy.clamp_min(tiny).sqrt())
 
 
 class MinibatchCKA:
@@ -206,7 +207,11 @@ class MinibatchCKA:
             xy, xx, yy = _linear_hsic_features(X, Y, True)
         else:
             K, L = gram_rbf(X, self.threshold), gram_rbf(Y, self.threshold)
-            xy, xx, yy = hsic(K, L, debiased=True), hsic(K, K, debiased=True), hsic(L, L, debiased=True)
+            xy, xx, yy = (
+                hsic(K, L, debiased=True),
+                hsic(K, K, debiased=True),
+                hsic(L, L, debiased=True),
+            )
         self.xy += float(xy)
         self.xx += float(xx)
         self.yy += float(yy)
@@ -216,5 +221,7 @@ class MinibatchCKA:
         if self.batches == 0:
             raise ValueError("MinibatchCKA.compute() called before any update()")
         if not (self.xx > 0 and self.yy > 0):
-            raise ValueError("MinibatchCKA: accumulated self-HSIC is not positive; CKA is undefined")
+            raise ValueError(
+                "MinibatchCKA: accumulated self-HSIC is not positive; CKA is undefined"
+            )
         return self.xy / (self.xx * self.yy) ** 0.5

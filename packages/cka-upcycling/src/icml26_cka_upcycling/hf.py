@@ -41,7 +41,9 @@ def causal_lm_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Te
     return model(**batch).loss
 
 
-def replace_mlp(model: nn.Module, *, num_experts: int, top_k: int, expert_size: int, **config: Any) -> list[str]:
+def replace_mlp(
+    model: nn.Module, *, num_experts: int, top_k: int, expert_size: int, **config: Any
+) -> list[str]:
     """Replace every Llama-style MLP (``gate_proj``, ``up_proj``, ``down_proj``) by a fresh
     :class:`UpcycledMoE` (random init: a SwiGLU MLP is not a GELU expert, so this is not an
     upcycling). Returns the replaced module names."""
@@ -49,10 +51,15 @@ def replace_mlp(model: nn.Module, *, num_experts: int, top_k: int, expert_size: 
         (parent, cname, f"{pname}.{cname}" if pname else cname)
         for pname, parent in model.named_modules()
         for cname, child in parent.named_children()
-        if all(isinstance(getattr(child, a, None), nn.Linear) for a in ("gate_proj", "up_proj", "down_proj"))
+        if all(
+            isinstance(getattr(child, a, None), nn.Linear)
+            for a in ("gate_proj", "up_proj", "down_proj")
+        )
     ]
     if not targets:
-        raise ValueError("model has no Llama-style MLP (a module with gate_proj, up_proj and down_proj)")
+        raise ValueError(
+            "model has no Llama-style MLP (a module with gate_proj, up_proj and down_proj)"
+        )
     for parent, cname, _ in targets:
         w = getattr(parent, cname).gate_proj.weight
         moe = UpcycledMoE(w.shape[1], num_experts, top_k, expert_size, **config)
@@ -101,24 +108,36 @@ class SelectiveUpcyclingCallback(TrainerCallback):
         batch_keys: Sequence[str] = ("input_ids", "attention_mask", "labels"),
     ) -> None:
         if upcycler.mode != "first_order":
-            raise ValueError("upcycler.hypergradient must be 'first_order' inside a Trainer callback")
+            raise ValueError(
+                "upcycler.hypergradient must be 'first_order' inside a Trainer callback"
+            )
         if not isinstance(search_steps, int) or search_steps < 0:
             raise ValueError(f"search_steps must be a non-negative int; got {search_steps!r}")
         self.up, self.search_steps = upcycler, search_steps
         self.val_batches = list(val_batches)
-        self.replay, self.replay_batch_size, self.batch_keys = replay, replay_batch_size, tuple(batch_keys)
+        self.replay, self.replay_batch_size, self.batch_keys = (
+            replay,
+            replay_batch_size,
+            tuple(batch_keys),
+        )
         self.plans: list[UpcyclePlan] = []
         self._pending: dict[str, torch.Tensor] | None = None
         self._start = 0
         self._i = 0
 
-    def set_task(self, val_batches: Sequence[dict[str, torch.Tensor]], remember: dict[str, torch.Tensor] | None = None) -> None:
+    def set_task(
+        self,
+        val_batches: Sequence[dict[str, torch.Tensor]],
+        remember: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         """Before the next ``train()``: the new task's validation batches; ``remember``, examples
         of the task just finished to add to the replay buffer (one tensor per ``batch_keys``)."""
         self.val_batches = list(val_batches)
         if remember is not None:
             if self.replay is None:
-                raise ValueError("remember needs a replay buffer (pass replay=ReservoirBuffer(...))")
+                raise ValueError(
+                    "remember needs a replay buffer (pass replay=ReservoirBuffer(...))"
+                )
             missing = [k for k in self.batch_keys if k not in remember]
             if missing:
                 raise ValueError(f"remember is missing keys {missing} of batch_keys")
@@ -138,7 +157,9 @@ class SelectiveUpcyclingCallback(TrainerCallback):
         self._start = state.global_step
         if self.search_steps > 0:
             if not self.val_batches:
-                raise ValueError("val_batches is empty: pass the task's validation batches (set_task)")
+                raise ValueError(
+                    "val_batches is empty: pass the task's validation batches (set_task)"
+                )
             self.up.begin_task()
         else:
             self.up.snapshot_teacher()
@@ -155,7 +176,10 @@ class SelectiveUpcyclingCallback(TrainerCallback):
         if replay is not None:
             self.up.regularizer(replay).backward()  # accumulates into the Trainer's .grad
         if self.searching:
-            val = {k: v.to(device) for k, v in self.val_batches[self._i % len(self.val_batches)].items()}
+            val = {
+                k: v.to(device)
+                for k, v in self.val_batches[self._i % len(self.val_batches)].items()
+            }
             self._i += 1
             self.up.outer_step(val, val, replay)
             assert self.up.mask is not None

@@ -50,7 +50,9 @@ def exponential_tau(tau0: float, tau1: float, steps: int):
 def cosine_tau(tau0: float, tau1: float, steps: int):
     """τ(t) = τ1 + (τ0 - τ1)·(1 + cos(π·min(t/steps, 1)))/2."""
     _check_tau(tau0, tau1, steps)
-    return lambda step: tau1 + (tau0 - tau1) * (1 + math.cos(math.pi * min(max(step, 0) / steps, 1.0))) / 2
+    return lambda step: (
+        tau1 + (tau0 - tau1) * (1 + math.cos(math.pi * min(max(step, 0) / steps, 1.0))) / 2
+    )
 
 
 class GumbelMask(nn.Module):
@@ -88,11 +90,15 @@ class GumbelMask(nn.Module):
         u = u.to(self.logits.device).clamp(torch.finfo(u.dtype).tiny, 1.0)
         return -torch.log(-torch.log(u))
 
-    def forward(self, noise: torch.Tensor | None = None, *, hard: bool | None = None) -> torch.Tensor:
+    def forward(
+        self, noise: torch.Tensor | None = None, *, hard: bool | None = None
+    ) -> torch.Tensor:
         """A (n,) grow indicator in [0, 1] (exactly {0, 1} when hard); fixed ``noise`` reuses a draw."""
         g = self.sample_noise() if noise is None else noise
         if g.shape != self.logits.shape:
-            raise ValueError(f"noise must have shape {tuple(self.logits.shape)}; got {tuple(g.shape)}")
+            raise ValueError(
+                f"noise must have shape {tuple(self.logits.shape)}; got {tuple(g.shape)}"
+            )
         y = torch.softmax((self.logits + g) / self.tau, -1)  # (n, 2)
         if self.hard if hard is None else hard:
             one_hot = torch.zeros_like(y).scatter_(-1, y.argmax(-1, keepdim=True), 1.0)

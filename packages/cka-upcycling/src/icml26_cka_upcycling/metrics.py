@@ -20,7 +20,9 @@ import numpy as np
 __all__ = ["cl_metrics"]
 
 
-def cl_metrics(R: Sequence[Sequence[float]] | np.ndarray, baseline: Sequence[float] | None = None) -> dict[str, float]:
+def cl_metrics(
+    R: Sequence[Sequence[float]] | np.ndarray, baseline: Sequence[float] | None = None
+) -> dict[str, float]:
     """Average accuracy, BWT, forgetting, average incremental accuracy (and FWT given ``baseline``).
 
     Args:
@@ -34,7 +36,9 @@ def cl_metrics(R: Sequence[Sequence[float]] | np.ndarray, baseline: Sequence[flo
     T = A.shape[0]
     lower = A[np.tril_indices(T)]
     if not np.all(np.isfinite(lower)):
-        raise ValueError("R must be finite on and below the diagonal (the entries the metrics read)")
+        raise ValueError(
+            "R must be finite on and below the diagonal (the entries the metrics read)"
+        )
     out = {
         "average_accuracy": float(A[-1].mean()),
         "average_incremental_accuracy": float(np.mean([A[i, : i + 1].mean() for i in range(T)])),
@@ -43,15 +47,21 @@ def cl_metrics(R: Sequence[Sequence[float]] | np.ndarray, baseline: Sequence[flo
     }
     if T > 1:
         out["bwt"] = float(np.mean([A[-1, j] - A[j, j] for j in range(T - 1)]))
-        out["forgetting"] = float(np.mean([(A[j : T - 1, j] - A[-1, j]).max() for j in range(T - 1)]))
+        out["forgetting"] = float(
+            np.mean([(A[j : T - 1, j] - A[-1, j]).max() for j in range(T - 1)])
+        )
     if baseline is not None:
         b = np.asarray(baseline, dtype=np.float64)
         if b.shape != (T,):
-            raise ValueError(f"baseline must have shape ({T},) (one accuracy per task); got {b.shape}")
+            raise ValueError(
+                f"baseline must have shape ({T},) (one accuracy per task); got {b.shape}"
+            )
         if T > 1:
             fwt = [A[j - 1, j] - b[j] for j in range(1, T)]
             if not np.all(np.isfinite(fwt)):
-                raise ValueError("R[j-1, j] must be finite (evaluate each task before learning it) for FWT")
+                raise ValueError(
+                    "R[j-1, j] must be finite (evaluate each task before learning it) for FWT"
+                )
             out["fwt"] = float(np.mean(fwt))
         else:
             out["fwt"] = 0.0

@@ -122,11 +122,15 @@ class UpcycledMoE(nn.Module):
         S, dev = self.num_experts, self.slot_of.device
         counts = torch.bincount(self.slot_of, minlength=S)
         cmax = int(counts.max())
-        order = torch.argsort(self.slot_of, stable=True)  # copies grouped by slot, in creation order
+        order = torch.argsort(
+            self.slot_of, stable=True
+        )  # copies grouped by slot, in creation order
         starts = torch.cumsum(counts, 0) - counts
         col = torch.arange(cmax, device=dev)
         valid = col[None, :] < counts[:, None]  # (S, C)
-        pos = (starts[:, None] + col[None, :].clamp_max(counts[:, None] - 1)).clamp_max(order.numel() - 1)
+        pos = (starts[:, None] + col[None, :].clamp_max(counts[:, None] - 1)).clamp_max(
+            order.numel() - 1
+        )
         return order[pos], valid
 
     def _presence(self, dtype: torch.dtype) -> torch.Tensor:
@@ -135,16 +139,22 @@ class UpcycledMoE(nn.Module):
         if self.presence is not None:
             n = int(self.provisional.sum())
             if self.presence.shape != (n,):
-                raise ValueError(f"presence must have shape ({n},) (one per provisional copy); got {tuple(self.presence.shape)}")
+                raise ValueError(
+                    f"presence must have shape ({n},) (one per provisional copy); got {tuple(self.presence.shape)}"
+                )
             pres = pres.masked_scatter(self.provisional, self.presence.to(dtype))
         return pres
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have last dimension d_model={self.d_model}; got shape {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have last dimension d_model={self.d_model}; got shape {tuple(x.shape)}"
+            )
         xs = x.reshape(-1, self.d_model)  # (N, d)
-        idx, gates = topk_router(xs, self.router, self.router_bias, k=self.top_k, backend=self.backend)
+        idx, gates = topk_router(
+            xs, self.router, self.router_bias, k=self.top_k, backend=self.backend
+        )
         table, valid = self._slot_table()  # (S, C)
         phys, ok = table[idx], valid[idx]  # (N, k, C)
         u = xs @ self.copy_router + self.copy_bias  # (N, P) copy logits
@@ -156,7 +166,9 @@ class UpcycledMoE(nn.Module):
         w1 = torch.where(self.frozen[:, None, None], self.w1.detach(), self.w1)
         w2 = torch.where(self.frozen[:, None, None], self.w2.detach(), self.w2)
         perm = make_permutation(phys.flatten(1), self.num_copies, self.block_size)
-        yp = grouped_mlp(permute(xs, perm, backend=self.backend), w1, w2, perm, backend=self.backend)
+        yp = grouped_mlp(
+            permute(xs, perm, backend=self.backend), w1, w2, perm, backend=self.backend
+        )
         y = unpermute(yp, perm, comb, backend=self.backend)
         if self.out_bias is not None:
             y = y + self.out_bias  # Σ g π = 1, so a shared output bias is exact
@@ -218,21 +230,26 @@ class UpcycledMoE(nn.Module):
             requires_grad=self.copy_router.requires_grad,
         )
         self.copy_bias = nn.Parameter(
-            cat(self.copy_bias.data, self.copy_bias.data[src]), requires_grad=self.copy_bias.requires_grad
+            cat(self.copy_bias.data, self.copy_bias.data[src]),
+            requires_grad=self.copy_bias.requires_grad,
         )
         self.slot_of = cat(self.slot_of, self.slot_of.new_tensor(slot))
         self.frozen = cat(self.frozen, self.frozen.new_tensor(False))
         self.provisional = cat(self.provisional, self.provisional.new_tensor(False))
 
     @torch.no_grad()
-    def commit(self, keep: torch.Tensor | Sequence[bool], *, freeze_source: bool = True) -> list[int]:
+    def commit(
+        self, keep: torch.Tensor | Sequence[bool], *, freeze_source: bool = True
+    ) -> list[int]:
         """End a search: keep the provisional copies where ``keep`` (one per provisional copy, in
         index order), delete the others (exactly the layer at presence 0), freeze kept sources.
         Returns the slots that grew."""
         prov = torch.nonzero(self.provisional).flatten().tolist()
         keep = [bool(k) for k in (keep.tolist() if isinstance(keep, torch.Tensor) else keep)]
         if len(keep) != len(prov):
-            raise ValueError(f"keep must have one entry per provisional copy ({len(prov)}); got {len(keep)}")
+            raise ValueError(
+                f"keep must have one entry per provisional copy ({len(prov)}); got {len(keep)}"
+            )
         grown, drop = [], []
         for p, k in zip(prov, keep):
             s = int(self.slot_of[p])
@@ -250,8 +267,12 @@ class UpcycledMoE(nn.Module):
             live[drop] = False
             self.w1 = nn.Parameter(self.w1.data[live], requires_grad=self.w1.requires_grad)
             self.w2 = nn.Parameter(self.w2.data[live], requires_grad=self.w2.requires_grad)
-            self.copy_router = nn.Parameter(self.copy_router.data[:, live], requires_grad=self.copy_router.requires_grad)
-            self.copy_bias = nn.Parameter(self.copy_bias.data[live], requires_grad=self.copy_bias.requires_grad)
+            self.copy_router = nn.Parameter(
+                self.copy_router.data[:, live], requires_grad=self.copy_router.requires_grad
+            )
+            self.copy_bias = nn.Parameter(
+                self.copy_bias.data[live], requires_grad=self.copy_bias.requires_grad
+            )
             self.slot_of, self.frozen = self.slot_of[live], self.frozen[live]
             self.provisional = self.provisional[live]
         return grown
@@ -295,11 +316,17 @@ def _ffn_weights(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
         )
     a, act, b = mods
     if a.bias is not None:
-        raise ValueError("ffn's first Linear must have bias=False (the grouped expert MLP has no hidden bias)")
+        raise ValueError(
+            "ffn's first Linear must have bias=False (the grouped expert MLP has no hidden bias)"
+        )
     if getattr(act, "approximate", "none") != "none":
-        raise ValueError("ffn's GELU must be the exact (erf) form, approximate='none', as in the expert MLP")
+        raise ValueError(
+            "ffn's GELU must be the exact (erf) form, approximate='none', as in the expert MLP"
+        )
     if b.in_features != a.out_features or b.out_features != a.in_features:
-        raise ValueError(f"ffn must map d -> m -> d; got {a.in_features}->{a.out_features}->{b.out_features}")
+        raise ValueError(
+            f"ffn must map d -> m -> d; got {a.in_features}->{a.out_features}->{b.out_features}"
+        )
     return a.weight.T, b.weight.T, b.bias
 
 
@@ -328,7 +355,9 @@ def upcycle_ffn(
     if not isinstance(num_experts, int) or isinstance(num_experts, bool) or num_experts < 1:
         raise ValueError(f"num_experts must be a positive int; got {num_experts!r}")
     if router_init not in ("zero", "orthogonal", "normal"):
-        raise ValueError(f"router_init must be 'zero', 'orthogonal' or 'normal'; got {router_init!r}")
+        raise ValueError(
+            f"router_init must be 'zero', 'orthogonal' or 'normal'; got {router_init!r}"
+        )
     if not noise >= 0:
         raise ValueError(f"noise must be >= 0; got {noise}")
     W1, W2, b2 = _ffn_weights(ffn)
@@ -348,7 +377,9 @@ def upcycle_ffn(
         nn.init.orthogonal_(r, generator=generator)
         moe.router.copy_(r * init_std)
     else:
-        moe.router.copy_(torch.randn(d, num_experts, generator=generator, dtype=torch.float64) * init_std)
+        moe.router.copy_(
+            torch.randn(d, num_experts, generator=generator, dtype=torch.float64) * init_std
+        )
     if b2 is not None:
         moe.out_bias = nn.Parameter(b2.detach().clone())
     return moe
@@ -377,9 +408,13 @@ def upcycle_moe(
     else:
         for a in ("router", "w1", "w2", "top_k"):
             if not hasattr(moe, a):
-                raise ValueError(f"moe must have attributes router, w1, w2, top_k; {a!r} is missing")
+                raise ValueError(
+                    f"moe must have attributes router, w1, w2, top_k; {a!r} is missing"
+                )
         E, d, m = moe.w1.shape
-        layer = UpcycledMoE(d, E, int(moe.top_k), m, backend=backend).to(moe.w1.device, moe.w1.dtype)
+        layer = UpcycledMoE(d, E, int(moe.top_k), m, backend=backend).to(
+            moe.w1.device, moe.w1.dtype
+        )
         layer.router.copy_(moe.router)
         layer.w1.copy_(moe.w1)
         layer.w2.copy_(moe.w2)
