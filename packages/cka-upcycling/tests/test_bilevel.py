@@ -75,7 +75,7 @@ def test_finite_difference_hypergradient_is_the_unrolled_derivative_for_any_step
 
 
 def test_first_order_hypergradient_is_the_partial_derivative_and_misses_the_inner_response():
-    w, a, B, L_in, L_val, L_val_at, closed = _toy()
+    w, a, _, L_in, L_val, L_val_at, closed = _toy()
     g = hypergradient(L_in, L_val, [w], [a], mode="first_order")[0]
     fd = _central_diff(lambda av: L_val_at(w.detach(), av), a.detach())
     assert torch.allclose(g, fd, rtol=1e-8)

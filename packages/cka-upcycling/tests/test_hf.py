@@ -58,7 +58,7 @@ def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
     )
     buf = ReservoirBuffer(16, seed=0)
     cb = SelectiveUpcyclingCallback(up, search_steps=3, replay=buf, replay_batch_size=4)
-    frozen_before = None
+    frozen_before, prev = None, None
     for t in range(2):
         ids = _task(t)
         val = [
@@ -67,7 +67,7 @@ def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
         cb.set_task(
             val,
             remember=None
-            if t == 0
+            if prev is None
             else {"input_ids": prev, "attention_mask": torch.ones_like(prev), "labels": prev},
         )
         args = transformers.TrainingArguments(
@@ -100,8 +100,8 @@ def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
                 layer = find_moe_layers(model)[name]
                 assert torch.equal(layer.w1[: mask.numel()][mask], w1)
         frozen_before = {
-            n: (l.frozen.clone(), l.w1.detach()[l.frozen].clone())
-            for n, l in find_moe_layers(model).items()
+            n: (lay.frozen.clone(), lay.w1.detach()[lay.frozen].clone())
+            for n, lay in find_moe_layers(model).items()
         }
         prev = ids
     assert len(cb.plans) == 2
@@ -111,7 +111,7 @@ def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
     grown = sum(p.num_grown() for p in cb.plans)
     assert grown > 0
     assert grown == sum(
-        sum(c - 1 for c in l.copies_per_slot()) for l in find_moe_layers(model).values()
+        sum(c - 1 for c in lay.copies_per_slot()) for lay in find_moe_layers(model).values()
     )
     assert len(buf) == 16
 

@@ -91,9 +91,9 @@ def rho_sharpness(
         raise ValueError(f"rho must be > 0; got {rho}")
     ps = _params(model)
     loss = loss_fn(model)
-    grads = torch.autograd.grad(loss, ps, allow_unused=True)
-    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(ps, grads)]
-    norm = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))  # type: ignore[arg-type]
+    raw = torch.autograd.grad(loss, ps, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(ps, raw)]
+    norm = torch.stack([(g.double() ** 2).sum() for g in grads]).sum().sqrt()
     if float(norm) == 0.0:
         return 0.0
     backup = [p.detach().clone() for p in ps]

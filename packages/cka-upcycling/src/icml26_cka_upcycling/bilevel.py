@@ -133,7 +133,9 @@ def hypergradient(
         lv = val_loss()
         gv = _grads(lv, weights + arch)
         dw, dalpha = gv[: len(weights)], gv[len(weights) :]
-        norm = torch.sqrt(sum((g.double() ** 2).sum() for g in dw)).item()  # type: ignore[union-attr]
+        if not dw:
+            return dalpha
+        norm = torch.stack([(g.double() ** 2).sum() for g in dw]).sum().sqrt().item()
         if norm == 0.0:
             return dalpha
         r = eps / norm

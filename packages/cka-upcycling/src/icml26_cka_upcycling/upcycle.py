@@ -411,15 +411,19 @@ def upcycle_moe(
                 raise ValueError(
                     f"moe must have attributes router, w1, w2, top_k; {a!r} is missing"
                 )
-        E, d, m = moe.w1.shape
-        layer = UpcycledMoE(d, E, int(moe.top_k), m, backend=backend).to(
-            moe.w1.device, moe.w1.dtype
-        )
-        layer.router.copy_(moe.router)
-        layer.w1.copy_(moe.w1)
-        layer.w2.copy_(moe.w2)
-        if getattr(moe, "router_bias", None) is not None:
-            layer.router_bias.copy_(moe.router_bias)
+        router, w1, w2 = (getattr(moe, a) for a in ("router", "w1", "w2"))
+        bias = getattr(moe, "router_bias", None)
+        assert isinstance(router, torch.Tensor) and isinstance(w1, torch.Tensor)
+        assert isinstance(w2, torch.Tensor)
+        E, d, m = w1.shape
+        top_k = moe.top_k
+        assert isinstance(top_k, int)
+        layer = UpcycledMoE(d, E, top_k, m, backend=backend).to(w1.device, w1.dtype)
+        layer.router.copy_(router)
+        layer.w1.copy_(w1)
+        layer.w2.copy_(w2)
+        if isinstance(bias, torch.Tensor):
+            layer.router_bias.copy_(bias)
     targets = list(range(layer.num_experts)) if slots is None else list(slots)
     for _ in range(num_copies - 1):
         layer.grow(targets, freeze_source=freeze_source)
