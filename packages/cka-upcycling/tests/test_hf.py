@@ -29,6 +29,21 @@ def _task(seed, n=32, T=12, vocab=32):
     return (start + step * torch.arange(T)) % vocab
 
 
+class _SyncProbe(transformers.TrainerCallback):
+    """After every optimizer step: the optimizer holds exactly the model's trainable tensors."""
+
+    def __init__(self, model):
+        self.model, self.bad, self.steps = model, [], 0
+
+    def on_step_end(self, args, state, control, optimizer=None, **kwargs):
+        opt = getattr(optimizer, "optimizer", optimizer)
+        have = {id(p) for g in opt.param_groups for p in g["params"]}
+        want = {id(p) for p in self.model.parameters() if p.requires_grad}
+        self.steps += 1
+        if have != want:
+            self.bad.append(state.global_step)
+
+
 def _model():
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(
@@ -82,10 +97,12 @@ def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
             seed=t,
             disable_tqdm=True,
         )
+        probe = _SyncProbe(model)
         trainer = transformers.Trainer(
-            model=model, args=args, train_dataset=_Seqs(ids), callbacks=[cb]
+            model=model, args=args, train_dataset=_Seqs(ids), callbacks=[cb, probe]
         )
         trainer.train()
+        assert probe.steps == 6 and probe.bad == []  # in sync during the search too
         opt = (
             trainer.optimizer.optimizer
             if hasattr(trainer.optimizer, "optimizer")
