@@ -1,0 +1,95 @@
+"""CL metrics on a hand-built matrix; sharpness and Hessian trace on quadratics; CKA drift."""
+
+import pytest
+import torch
+from icml26_cka_upcycling import cka_drift, cl_metrics, hessian_trace, rho_sharpness
+from torch import nn
+
+R = [
+    [0.90, 0.10, 0.20],
+    [0.70, 0.80, 0.15],
+    [0.60, 0.75, 0.95],
+]
+
+
+def test_cl_metrics_on_a_hand_built_matrix():
+    m = cl_metrics(R, baseline=[0.1, 0.05, 0.1])
+    assert m["average_accuracy"] == pytest.approx((0.60 + 0.75 + 0.95) / 3)
+    assert m["bwt"] == pytest.approx(((0.60 - 0.90) + (0.75 - 0.80)) / 2)
+    # task 0: max(0.90, 0.70) - 0.60 = 0.30; task 1: 0.80 - 0.75 = 0.05
+    assert m["forgetting"] == pytest.approx((0.30 + 0.05) / 2)
+    assert m["average_incremental_accuracy"] == pytest.approx((0.90 + 0.75 + 2.30 / 3) / 3)
+    assert m["fwt"] == pytest.approx(((0.10 - 0.05) + (0.15 - 0.10)) / 2)
+
+
+def test_forgetting_uses_the_best_earlier_accuracy_not_the_diagonal():
+    # accuracy on task 0 rises after task 1 (backward transfer), then drops: F > -BWT
+    m = cl_metrics([[0.5, 0.0, 0.0], [0.9, 0.8, 0.0], [0.6, 0.8, 0.7]])
+    assert m["forgetting"] == pytest.approx(((0.9 - 0.6) + 0.0) / 2)
+    assert m["bwt"] == pytest.approx(((0.6 - 0.5) + 0.0) / 2)
+
+
+def test_cl_metrics_bad_input():
+    with pytest.raises(ValueError, match="square"):
+        cl_metrics([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="finite"):
+        cl_metrics([[float("nan"), 0.0], [0.5, 0.5]])
+    with pytest.raises(ValueError, match="baseline"):
+        cl_metrics(R, baseline=[0.1])
+
+
+class _Quad(nn.Module):
+    def __init__(self, A, w):
+        super().__init__()
+        self.A = A
+        self.w = nn.Parameter(w)
+
+    def loss(self):
+        return 0.5 * self.w @ self.A @ self.w
+
+
+def test_rho_sharpness_closed_form_on_a_quadratic():
+    g = torch.Generator().manual_seed(0)
+    M = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    A = M @ M.T + torch.eye(4, dtype=torch.float64)
+    w = torch.randn(4, generator=g, dtype=torch.float64)
+    q = _Quad(A, w.clone())
+    rho = 0.3
+    gr = A @ w
+    u = gr / gr.norm()
+    expect = rho * u @ A @ w + 0.5 * rho**2 * u @ A @ u
+    assert rho_sharpness(q, lambda m: m.loss(), rho) == pytest.approx(expect.item(), rel=1e-10)
+    assert torch.equal(q.w.detach(), w)  # restored
+
+
+def test_hutchinson_trace_exact_for_diagonal_and_unbiased_otherwise():
+    diag = torch.tensor([1.0, 2.0, 3.0, 10.0], dtype=torch.float64)
+    q = _Quad(torch.diag(diag), torch.ones(4, dtype=torch.float64))
+    assert hessian_trace(q, lambda m: m.loss(), 3) == pytest.approx(16.0, rel=1e-12)
+    g = torch.Generator().manual_seed(1)
+    M = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    A = M @ M.T
+    q = _Quad(A, torch.ones(6, dtype=torch.float64))
+    est = hessian_trace(q, lambda m: m.loss(), 4000, generator=torch.Generator().manual_seed(2))
+    off = A - torch.diag(A.diag())
+    se = (
+        (2 * off.square().sum() / 4000).sqrt().item()
+    )  # Var(zᵀAz) = 2 Σ_{i≠j} A_ij² for Rademacher z
+    assert abs(est - torch.trace(A).item()) < 4 * se
+
+
+def test_cka_drift_is_zero_for_the_same_model_and_grows_with_a_perturbation():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    other = nn.Sequential(*[m for m in net])  # same modules
+    batches = [torch.randn(32, 5) for _ in range(3)]
+    assert all(abs(v) < 1e-6 for v in cka_drift(net, other, batches, ["1", "3"]).values())
+    import copy
+
+    moved = copy.deepcopy(net)
+    with torch.no_grad():
+        moved[2].weight.add_(0.5 * torch.randn_like(moved[2].weight))
+    d = cka_drift(net, moved, batches, ["1", "3"])
+    assert d["1"] < 1e-6 and d["3"] > 1e-3  # only layers after the change drift
+    with pytest.raises(ValueError, match="layers names"):
+        cka_drift(net, moved, batches, ["9"])

@@ -1,0 +1,162 @@
+"""Upcycling: exact function preservation in fp64, kernel path vs dense reference, freezing."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from icml26_cka_upcycling import UpcycledMoE, moe_ref, upcycle_ffn, upcycle_moe
+from torch import nn
+
+D = torch.float64
+
+
+def _ffn(d=8, m=16, seed=0, bias=True):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(d, m, bias=False), nn.GELU(), nn.Linear(m, d, bias=bias)).to(D)
+
+
+def _x(n=40, d=8, seed=1):
+    return torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=D)
+
+
+def _dense(x, W1, W2):
+    return F.gelu(x @ W1) @ W2
+
+
+def test_upcycle_ffn_zero_router_is_bit_exact_in_fp64():
+    ffn, x = _ffn(), _x()
+    moe = upcycle_ffn(ffn, 4, top_k=2, router_init="zero", backend="torch")
+    assert torch.equal(moe(x), ffn(x))  # gates exactly 1/2, two equal experts
+
+
+@pytest.mark.parametrize("router_init", ["orthogonal", "normal"])
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_upcycle_ffn_preserves_function_for_any_router(router_init, top_k):
+    ffn, x = _ffn(), _x()
+    moe = upcycle_ffn(
+        ffn, 4, top_k=top_k, router_init=router_init, generator=torch.Generator().manual_seed(0)
+    )
+    y = ffn(x)
+    assert (moe(x) - y).abs().max() <= 1e-14 * y.abs().max()
+    assert (
+        moe.router.T @ moe.router
+    ).diag().std() < 1e-12 or router_init == "normal"  # orthogonal columns
+
+
+def test_noise_breaks_symmetry_and_exactness():
+    ffn, x = _ffn(), _x()
+    moe = upcycle_ffn(
+        ffn, 4, router_init="orthogonal", noise=0.1, generator=torch.Generator().manual_seed(0)
+    )
+    assert (moe(x) - ffn(x)).abs().max() > 1e-4
+    assert torch.equal(moe.w1[0], ffn[0].weight.T)  # the first copy stays the pretrained FFN
+
+
+def test_grow_is_function_preserving_repeatedly_and_freezes_sources():
+    ffn, x = _ffn(), _x()
+    moe = upcycle_ffn(ffn, 4, top_k=2, router_init="orthogonal")
+    with torch.no_grad():  # make the slots differ, as after training
+        moe.w1.add_(0.3 * torch.randn_like(moe.w1))
+        moe.copy_router.normal_()
+    y0 = moe(x)
+    new = moe.grow([1, 3])
+    assert new == [4, 5] and moe.copies_per_slot() == [1, 2, 1, 2]
+    assert moe.frozen.tolist() == [False, True, False, True, False, False]
+    with torch.no_grad():  # the new copies learn something, the copy logits change
+        moe.w2[4:].add_(0.3 * torch.randn_like(moe.w2[4:]))
+        moe.copy_bias.normal_()
+    y1 = moe(x)
+    moe.grow([1])  # third copy of slot 1: splits the newest copy's mass
+    y2 = moe(x)
+    assert (y1 - y0).abs().max() > 1e-3
+    assert (y2 - y1).abs().max() <= 1e-13 * y1.abs().max()
+
+
+def test_kernel_path_matches_dense_reference_values_and_gradients():
+    torch.manual_seed(0)
+    moe = UpcycledMoE(6, 5, 2, 7, init_std=0.5, backend="torch").to(D)
+    moe.grow([0, 2], freeze_source=False)
+    moe.grow([2], freeze_source=False)
+    with torch.no_grad():
+        moe.w1.normal_(0, 0.5)
+        moe.copy_router.normal_()
+        moe.copy_bias.normal_()
+    x = _x(30, 6)
+    y, yr = moe(x), moe_ref(moe, x)
+    assert torch.allclose(y, yr, rtol=1e-12, atol=1e-14)
+    g = torch.autograd.grad(y.square().sum(), list(moe.parameters()))
+    gr = torch.autograd.grad(yr.square().sum(), list(moe.parameters()))
+    for a, b in zip(g, gr):
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_presence_zero_equals_the_layer_without_the_copy():
+    torch.manual_seed(0)
+    moe = UpcycledMoE(6, 3, 2, 5, init_std=0.5).to(D)
+    x = _x(20, 6)
+    y_before = moe(x)
+    moe.grow([0, 1, 2], provisional=True, freeze_source=False)
+    with torch.no_grad():
+        moe.w1[3:].normal_()
+    moe.presence = torch.tensor([0.0, 1.0, 0.0], dtype=D)
+    y_mixed = moe(x)
+    moe.presence = torch.zeros(3, dtype=D)
+    assert torch.allclose(moe(x), y_before, rtol=1e-13, atol=0)
+    grown = moe.commit([False, True, False])
+    assert grown == [1] and moe.copies_per_slot() == [1, 2, 1]
+    assert moe.frozen.tolist() == [False, True, False, False]
+    assert torch.allclose(moe(x), y_mixed, rtol=1e-13, atol=0)
+
+
+def test_frozen_copies_get_no_gradient():
+    moe = upcycle_ffn(_ffn(), 2, top_k=2)
+    moe.grow([0])
+    moe(_x()).square().sum().backward()
+    assert moe.w1.grad[0].abs().sum() == 0  # frozen source
+    assert moe.w1.grad[1].abs().sum() > 0 and moe.w1.grad[2].abs().sum() > 0
+
+
+class _PlainMoE(nn.Module):
+    """An existing top-k MoE with the attribute layout of icml26_latentmoe.MoE."""
+
+    def __init__(self, d=8, E=4, m=6, k=2):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.router = nn.Parameter(torch.randn(d, E, generator=g, dtype=D))
+        self.w1 = nn.Parameter(torch.randn(E, d, m, generator=g, dtype=D))
+        self.w2 = nn.Parameter(torch.randn(E, m, d, generator=g, dtype=D))
+        self.top_k = k
+
+    def forward(self, x):
+        logits = x @ self.router
+        top = torch.topk(logits, self.top_k, -1)
+        g = torch.softmax(top.values, -1)
+        outs = torch.stack([_dense(x, self.w1[e], self.w2[e]) for e in range(self.w1.shape[0])], 1)
+        return (g[..., None] * outs[torch.arange(x.shape[0])[:, None], top.indices]).sum(1)
+
+
+def test_upcycle_moe_preserves_an_existing_moe():
+    old, x = _PlainMoE(), _x()
+    new = upcycle_moe(old, 3)
+    assert new.copies_per_slot() == [3, 3, 3, 3]
+    y = old(x)
+    assert (new(x) - y).abs().max() <= 1e-13 * y.abs().max()
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="num_experts"):
+        upcycle_ffn(_ffn(), 0)
+    with pytest.raises(ValueError, match="top_k"):
+        upcycle_ffn(_ffn(), 2, top_k=3)
+    with pytest.raises(ValueError, match="bias=False"):
+        upcycle_ffn(nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4)), 2)
+    with pytest.raises(ValueError, match="ffn must be"):
+        upcycle_ffn(nn.Linear(4, 4), 2)
+    with pytest.raises(ValueError, match="router_init"):
+        upcycle_ffn(_ffn(), 2, router_init="xavier")
+    moe = upcycle_ffn(_ffn(), 2)
+    with pytest.raises(ValueError, match="slots must lie"):
+        moe.grow([2])
+    with pytest.raises(ValueError, match="d_model"):
+        moe(torch.randn(3, 5, dtype=D))
+    with pytest.raises(ValueError, match="num_copies"):
+        upcycle_moe(moe, 0)
