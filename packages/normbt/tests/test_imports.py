@@ -1,6 +1,10 @@
 import icml26_normbt
 
 EXPECTED_ALL = [
+    "HEAD_NAMES",
+    "capture_head_input",
+    "find_reward_head",
+    "pooled_head_input",
     "REWARDBENCH_EXAMPLE_COUNTS",
     "REWARDBENCH_SECTIONS",
     "DistanceBucket",

@@ -29,6 +29,7 @@ from .evaluate import (
     rewardbench_scores,
     score_pairs,
 )
+from .head import HEAD_NAMES, capture_head_input, find_reward_head, pooled_head_input
 from .loss import (
     NormBTState,
     bt_loss,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "HEAD_NAMES",
     "REWARDBENCH_EXAMPLE_COUNTS",
     "REWARDBENCH_SECTIONS",
     "DistanceBucket",
@@ -54,8 +56,10 @@ __all__ = [
     "RewardBenchResult",
     "accuracy_by_distance",
     "bt_loss",
+    "capture_head_input",
     "evaluate_rewardbench",
     "factor_correlations",
+    "find_reward_head",
     "head_gradient_factors",
     "head_gradient_norms_autograd",
     "last_token_pool",
@@ -65,6 +69,7 @@ __all__ = [
     "pair_distance",
     "pair_statistics",
     "pairwise_accuracy",
+    "pooled_head_input",
     "rewardbench_scores",
     "score_pairs",
     "spearman",
