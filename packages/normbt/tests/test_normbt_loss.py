@@ -398,3 +398,28 @@ def test_cuda_matches_cpu_with_state_on_either_device():
         assert loss.device.type == "cuda" and w.device.type == "cuda"
         torch.testing.assert_close(loss.cpu(), ref_loss, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(w.cpu(), ref_w, rtol=1e-5, atol=1e-6)
+
+
+def test_stop_gradient_through_a_backbone_matches_per_pair_constant_weights():
+    """A backbone h = tanh(W x) feeding the head: ∇_W NormBT = (1/B) Σ w_i ∇_W ℓ_i with w_i plain
+    floats (written out m/(d_i+ε·m)); a differentiable weight would add ∇_W w_i · ℓ_i terms."""
+    g = torch.Generator().manual_seed(11)
+    b, k, h = 6, 4, 3
+    x_c = torch.randn(b, k, generator=g, dtype=torch.float64)
+    x_r = x_c + torch.logspace(-1, 0.5, b, dtype=torch.float64)[:, None] * torch.randn(
+        b, k, generator=g, dtype=torch.float64
+    )
+    w_mat = torch.randn(h, k, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(h, generator=g, dtype=torch.float64)
+    h_c, h_r = torch.tanh(x_c @ w_mat.T), torch.tanh(x_r @ w_mat.T)
+    loss, _ = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=None)
+    (g_normbt,) = torch.autograd.grad(loss, w_mat)
+    with torch.no_grad():
+        d = [float(((h_c[i] - h_r[i]) ** 2).sum().sqrt()) for i in range(b)]
+    m = sum(d) / b
+    expect = torch.zeros_like(w_mat)
+    for i in range(b):
+        hc, hr = torch.tanh(x_c[i] @ w_mat.T), torch.tanh(x_r[i] @ w_mat.T)
+        (gi,) = torch.autograd.grad(-F.logsigmoid(hc @ v - hr @ v), w_mat)
+        expect += m / (d[i] + 0.05 * m) * gi / b
+    torch.testing.assert_close(g_normbt, expect)

@@ -252,7 +252,11 @@ def test_predict_and_compute_metrics_see_what_trl_gives(tmp_path, char_tokenizer
 
     ours = build(NormBTRewardTrainer, "a", copy.deepcopy(tiny_llama), "ours")
     ref = build(RewardTrainer, "b", tiny_llama, "trl")
+    ours.normbt_state.update(torch.tensor([2.0]))  # as after training: m = 2
     p_ours, p_ref = ours.predict(ours.eval_dataset), ref.predict(ref.eval_dataset)
+    # prediction runs in eval mode: it neither moves m nor leaves distances for the next step
+    assert float(ours.normbt_state.mean_distance) == 2.0
+    assert int(ours.normbt_state.num_updates) == 1 and float(ours.normbt_state.pending[1]) == 0
     assert isinstance(p_ours.predictions, np.ndarray)
     assert p_ours.predictions.shape == p_ref.predictions.shape
     np.testing.assert_allclose(p_ours.predictions, p_ref.predictions, rtol=1e-6)

@@ -380,6 +380,7 @@ def normbt_loss(
     _check_hidden(h_chosen, h_rejected, r_c.shape[0])
     mg = _check_margin(margin, r_c)
     d = pair_distance(h_chosen.detach(), h_rejected.detach())  # (B,) float32
+    m: Tensor | float
     if isinstance(state, NormBTState):
         m = state.observe(d)
         if state.training and state.auto_step:

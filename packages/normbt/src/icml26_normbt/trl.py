@@ -22,7 +22,7 @@ import os
 import textwrap
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -123,8 +123,8 @@ class NormBTRewardTrainer(RewardTrainer):
     """
 
     args: NormBTConfig
-    _tag_names: ClassVar[list[str]] = ["trl", "reward-trainer", "normbt"]
-    _paper: ClassVar[dict[str, str]] = {
+    _tag_names = ["trl", "reward-trainer", "normbt"]  # noqa: RUF012 (TRL's own convention)
+    _paper = {  # noqa: RUF012
         "title": "When Distance Distracts: Representation Distance Bias in BT-Loss for Reward "
         "Models",
         "id": "2512.06343",
