@@ -1,8 +1,9 @@
 """NormBT: representation-distance-normalized Bradley-Terry loss for reward models.
 
 Xie et al., "When Distance Distracts: Representation Distance Bias in BT-Loss for Reward
-Models" (arXiv 2512.06343). The TRL names (`NormBTConfig`, `NormBTRewardTrainer`) load lazily
-and need the `[trl]` extra.
+Models" (arXiv 2512.06343). The TRL names (`NormBTConfig`, `NormBTRewardTrainer`) live in
+`icml26_normbt.trl` and need the `[trl]` extra; they are also reachable lazily as attributes of
+this package, but are not in `__all__` (which must import with the base dependencies alone).
 """
 
 from __future__ import annotations
@@ -50,8 +51,6 @@ __all__ = [
     "REWARDBENCH_SECTIONS",
     "DistanceBucket",
     "GradientFactors",
-    "NormBTConfig",
-    "NormBTRewardTrainer",
     "NormBTState",
     "RewardBenchResult",
     "accuracy_by_distance",
