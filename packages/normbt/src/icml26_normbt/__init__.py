@@ -41,7 +41,8 @@ from .loss import (
 )
 
 if TYPE_CHECKING:
-    from .trl import NormBTConfig, NormBTRewardTrainer
+    from .trl import NormBTConfig as NormBTConfig
+    from .trl import NormBTRewardTrainer as NormBTRewardTrainer
 
 __version__ = "0.1.0"
 
