@@ -52,5 +52,6 @@ def test_all_reduce_gives_same_global_mean_on_both_ranks(tmp_path):
     # global batch means over both ranks (pooled over all pairs, not the mean of rank means)
     b1 = torch.cat([torch.arange(1.0, 4.0), torch.arange(1.0, 5.0) * 2]).mean()
     b2 = torch.cat([torch.full((2,), 5.0), torch.full((3,), 10.0)]).mean()
-    torch.testing.assert_close(r0["m"], torch.stack([b1, 0.5 * b1 + 0.5 * b2]))
+    # bias-corrected EMA, decay 0.5: m_2 = (0.5·0.5·b1 + 0.5·b2) / (1 − 0.5²)
+    torch.testing.assert_close(r0["m"], torch.stack([b1, (0.25 * b1 + 0.5 * b2) / 0.75]))
     assert not torch.allclose(r0["m_local"], r1["m_local"])  # without sync the ranks differ

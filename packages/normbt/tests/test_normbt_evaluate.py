@@ -108,3 +108,42 @@ def test_pairwise_accuracy_and_bad_input(tmp_path):
         load_preference_pairs(bad)
     with pytest.raises(ValueError, match="extension"):
         load_preference_pairs(tmp_path / "x.txt")
+
+
+class Recorder(torch.nn.Module):
+    """Records the token ids it is called with; reward 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.dummy = torch.nn.Parameter(torch.zeros(()))
+        self.calls = []
+
+    def forward(self, input_ids, attention_mask=None):
+        self.calls.append([row[m.bool()].tolist() for row, m in zip(input_ids, attention_mask)])
+        return SimpleNamespace(logits=torch.zeros(input_ids.shape[0], 1) + self.dummy)
+
+
+def test_score_pairs_builds_sequences_as_trl_and_rewardbench(char_tokenizer):
+    from icml26_normbt import score_pairs
+
+    rows = [{"prompt": "q:", "chosen": "ab", "rejected": "b"}]
+    eos = char_tokenizer.eos_token_id
+    model = Recorder()
+    score_pairs(model, char_tokenizer, rows)  # no chat template: TRL's prompt + response + EOS
+    seqs = model.calls[-1]
+    assert seqs[0] == char_tokenizer("q:ab")["input_ids"] + [eos]
+    assert seqs[1][-1] == eos
+    # with a chat template (RewardBench): user turn + assistant turn through the template
+    char_tokenizer.chat_template = (
+        "{% for m in messages %}{{ m['role'][0] }}:{{ m['content'] }};{% endfor %}"
+    )
+    score_pairs(model, char_tokenizer, rows)
+    msgs = [{"role": "user", "content": "q:"}, {"role": "assistant", "content": "ab"}]
+    expect = char_tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=True)["input_ids"]
+    assert model.calls[-1][0] == list(expect)
+    score_pairs(model, char_tokenizer, rows, chat_template=False)
+    assert model.calls[-1][0] == seqs[0]
+    # conversational rows always go through the template
+    conv = [{"prompt": msgs[:1], "chosen": msgs[1:], "rejected": msgs[1:]}]
+    score_pairs(model, char_tokenizer, conv)
+    assert model.calls[-1][0] == list(expect)

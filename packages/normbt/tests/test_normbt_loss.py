@@ -15,7 +15,6 @@ from icml26_normbt import (
     last_token_pool,
     normbt_loss,
     normbt_weights,
-    pair_distance,
 )
 
 
@@ -78,7 +77,7 @@ def test_head_gradient_autograd_with_bias_and_linear_layer():
     torch.testing.assert_close(auto, expect.detach())
 
 
-@pytest.mark.parametrize("eps", [0.0, 1e-6])
+@pytest.mark.parametrize("eps", [0.0, 0.05])
 def test_normbt_head_gradient_is_m_times_prediction_error(eps):
     h_c, h_r, v = _batch(b=9, seed=1)
     r_c, r_r = h_c @ v, h_r @ v
@@ -86,10 +85,10 @@ def test_normbt_head_gradient_is_m_times_prediction_error(eps):
     d = torch.linalg.vector_norm(h_c - h_r, dim=-1)
     m = d.mean()
     sig = torch.sigmoid(-(r_c - r_r))
-    torch.testing.assert_close(w, m / (d + eps))
-    # per-pair ‖∇_v(w_i ℓ_i)‖ = m σ(−Δr_i) d_i/(d_i+ε): independent of d_i up to ε
+    torch.testing.assert_close(w, m / (d + eps * m))  # ε relative to m
+    # per-pair ‖∇_v(w_i ℓ_i)‖ = m σ(−Δr_i) d_i/(d_i+ε·m): independent of d_i up to ε
     auto = head_gradient_norms_autograd(v, h_c, h_r, weights=w)
-    torch.testing.assert_close(auto, m * sig * d / (d + eps))
+    torch.testing.assert_close(auto, m * sig * d / (d + eps * m))
     if eps == 0.0:
         torch.testing.assert_close(auto, m * sig)
     # while BT's per-pair norms track d (sanity: the identity is not met by BT)
@@ -141,25 +140,120 @@ def test_weights_carry_no_gradient():
     assert not torch.allclose(g_diff[0], g_normbt[0])
 
 
+def _debiased_ema(xs, beta):
+    """m_n = Σ_k (1−β) β^(n−k) x_k / (1 − βⁿ), written out (not recursive)."""
+    n = len(xs)
+    num = sum((1 - beta) * beta ** (n - 1 - k) * float(x) for k, x in enumerate(xs))
+    return num / (1 - beta**n) if beta > 0 else float(xs[-1])
+
+
 def test_ema_state_recursion_eval_mode_and_decay_zero():
     st = NormBTState(decay=0.8)
     batches = [torch.rand(5) * k for k in (1.0, 3.0, 0.5, 2.0)]
-    m = None
-    for d in batches:
-        m = d.mean() if m is None else 0.8 * m + 0.2 * d.mean()
-        torch.testing.assert_close(st.update(d).double(), m.double(), rtol=1e-6, atol=1e-7)
+    for n in range(1, len(batches) + 1):
+        out = st.update(batches[n - 1])
+        expect = _debiased_ema([b.mean() for b in batches[:n]], 0.8)
+        assert float(out) == pytest.approx(expect, rel=1e-6)
+    assert float(st.mean_distance) == pytest.approx(_debiased_ema([b.mean() for b in batches], 0.8))
     assert int(st.num_updates) == 4
     st.eval()
     before = st.mean_distance.clone()
     out = st.update(torch.full((3,), 100.0))
     torch.testing.assert_close(out, before)
     torch.testing.assert_close(st.mean_distance, before)  # eval does not update
+    assert float(st.pending[1]) == 0  # nor record anything for a later step
     fresh = NormBTState(0.5).eval()  # eval before any training update: batch mean, no update
     torch.testing.assert_close(fresh.update(torch.tensor([1.0, 3.0])), torch.tensor(2.0))
     assert int(fresh.num_updates) == 0
     st0 = NormBTState(decay=0.0)
     for d in batches:
         torch.testing.assert_close(st0.update(d).double(), d.mean().double(), rtol=1e-6, atol=1e-7)
+
+
+def test_observe_then_step_folds_once_per_optimizer_step():
+    """Gradient accumulation: micro-batches of one step share m; the step folds their pooled mean."""
+    st = NormBTState(decay=0.9, auto_step=False)
+    a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([7.0])
+    m_a = st.observe(a)  # no m yet: the running mean so far
+    m_b = st.observe(b)
+    assert float(m_a) == pytest.approx(2.0) and float(m_b) == pytest.approx(13.0 / 4)
+    assert int(st.num_updates) == 0
+    st.step()
+    assert int(st.num_updates) == 1 and float(st.mean_distance) == pytest.approx(13.0 / 4)
+    # the next step: every micro-batch sees the m the step started with
+    assert float(st.observe(torch.tensor([100.0]))) == pytest.approx(13.0 / 4)
+    assert float(st.observe(torch.tensor([0.5, 0.5]))) == pytest.approx(13.0 / 4)
+    st.step()
+    expect = _debiased_ema([13.0 / 4, 101.0 / 3], 0.9)
+    assert float(st.mean_distance) == pytest.approx(expect, rel=1e-6)
+    assert int(st.num_updates) == 2
+    st.step()  # nothing pending: no-op
+    assert int(st.num_updates) == 2
+
+
+def test_normbt_loss_weights_use_m_before_the_batch_over_a_sequence():
+    """EMA, not the batch mean: batch k is weighted with m of batches < k (written out here)."""
+    g = torch.Generator().manual_seed(7)
+    st = NormBTState(decay=0.7)
+    seen = []
+    for k in range(4):
+        h_c = torch.randn(5, 3, generator=g)
+        h_r = h_c + (k + 1) ** 2 * torch.randn(5, 3, generator=g)  # scale changes per batch
+        d = torch.sqrt(((h_c - h_r) ** 2).sum(-1))
+        m = _debiased_ema(seen, 0.7) if seen else float(d.mean())
+        _, w = normbt_loss(torch.zeros(5), torch.zeros(5), h_c, h_r, state=st, eps=0.0)
+        torch.testing.assert_close(w, m / d, rtol=1e-5, atol=0)
+        seen.append(float(d.mean()))
+    assert float(st.mean_distance) == pytest.approx(_debiased_ema(seen, 0.7), rel=1e-5)
+
+
+def test_degenerate_first_batch_does_not_initialise_m():
+    st = NormBTState(decay=0.99)
+    h = torch.randn(4, 3)
+    r_c, r_r = torch.randn(4), torch.randn(4)
+    loss, w = normbt_loss(r_c, r_r, h, h.clone(), state=st)  # every pair identical: d = 0
+    torch.testing.assert_close(w, torch.ones(4))  # no scale known: BT
+    torch.testing.assert_close(loss, bt_loss(r_c, r_r))
+    assert int(st.num_updates) == 0
+    h_r = h + torch.tensor([[3.0, 4.0, 0.0]])  # d = 5 for every pair
+    normbt_loss(r_c, r_r, h, h_r, state=st)
+    assert float(st.mean_distance) == pytest.approx(5.0)  # the first real batch sets m
+    assert int(st.num_updates) == 1
+
+
+def test_identical_pair_weight_is_bounded_by_relative_eps():
+    h_c = torch.randn(4, 3)
+    h_r = h_c.clone()
+    h_r[1:] += torch.tensor([1.0, 0.0, 0.0])  # d = 0, 1, 1, 1
+    r_c, r_r = torch.zeros(4), torch.zeros(4)
+    loss, w = normbt_loss(r_c, r_r, h_c, h_r, state=None)  # default eps = 0.05
+    m = 0.75
+    torch.testing.assert_close(
+        w, torch.tensor([1 / 0.05, m / (1 + 0.05 * m), m / (1 + 0.05 * m), m / (1 + 0.05 * m)])
+    )
+    assert float(loss) <= 20 * float(bt_loss(r_c, r_r))
+    with pytest.raises(ValueError, match="eps"):
+        normbt_loss(r_c, r_r, h_c, h_r, state=None, eps=0.0)  # m/0: asks for eps or clip
+    _, wc = normbt_loss(r_c, r_r, h_c, h_r, state=None, eps=0.0, clip=4.0)
+    assert float(wc[0]) == 4.0
+
+
+def test_non_finite_distance_never_enters_the_state():
+    st = NormBTState(decay=0.5)
+    st.update(torch.tensor([2.0, 2.0]))
+    h_c = torch.randn(3, 2)
+    h_r = h_c + 1.0
+    h_r[1, 0] = float("nan")
+    r_c, r_r = torch.randn(3), torch.randn(3)
+    with pytest.warns(RuntimeWarning, match="non-finite"):
+        loss, w = normbt_loss(r_c, r_r, h_c, h_r, state=st, eps=0.0)
+    assert float(st.mean_distance) == 2.0 and int(st.num_updates) == 1  # untouched
+    assert torch.isfinite(loss) and float(w[1]) == 1.0  # that pair falls back to BT
+    d = 2**0.5
+    torch.testing.assert_close(w[[0, 2]], torch.full((2,), 2.0 / d))
+    # the next finite batch updates normally (the state was not poisoned)
+    normbt_loss(r_c, r_r, h_c, h_c + 1.0, state=st)
+    assert torch.isfinite(st.mean_distance) and int(st.num_updates) == 2
 
 
 def test_state_checkpoint_round_trip():
@@ -180,24 +274,29 @@ def test_state_checkpoint_round_trip():
     assert not torch.allclose(fresh.update(d), st.mean_distance)  # a fresh state would not
 
 
-def test_ema_state_in_normbt_loss_uses_updated_mean():
+def test_ema_state_in_normbt_loss_uses_m_then_folds_the_batch():
     h_c, h_r, v = _batch(seed=5)
     st = NormBTState(0.5)
     st.update(torch.tensor([10.0, 10.0]))  # m = 10
-    _, w = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=st, eps=0.0)
-    d = pair_distance(h_c, h_r)
-    m = 0.5 * 10.0 + 0.5 * d.mean()
-    torch.testing.assert_close(w.float(), (m / d).float())
+    _, w = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=st, eps=0.05)
+    d = torch.sqrt(((h_c - h_r) ** 2).sum(-1)).float()
+    torch.testing.assert_close(w.float(), 10.0 / (d + 0.5))  # ε·m = 0.05·10
+    expect = (0.5 * 0.5 * 10.0 + 0.5 * float(d.mean())) / (1 - 0.25)
+    assert float(st.mean_distance) == pytest.approx(expect, rel=1e-5)
 
 
 def test_clip_and_renormalize():
     d = torch.tensor([0.01, 0.5, 1.0, 4.0])
-    w = normbt_weights(d, d.mean(), clip=5.0)
+    m = d.mean()
+    w = normbt_weights(d, m, clip=5.0)
     assert w.max() == 5.0
-    torch.testing.assert_close(w[1:], d.mean() / (d[1:] + 1e-6))
-    wr = normbt_weights(d, d.mean(), clip=5.0, renormalize=True)
+    torch.testing.assert_close(w[1:], m / (d[1:] + 0.05 * m))
+    wr = normbt_weights(d, m, clip=5.0, renormalize=True)
     torch.testing.assert_close(wr.mean(), torch.tensor(1.0))
     torch.testing.assert_close(wr, w / w.mean())
+    # m fixed to 1 (the "1/d without m" ablation) through normbt_loss
+    _, w1 = normbt_loss(torch.zeros(4), torch.zeros(4), torch.zeros(4, 1), d[:, None], state=1.0)
+    torch.testing.assert_close(w1, 1.0 / (d + 0.05))
 
 
 def test_last_token_pool_matches_hf_sequence_classification(tiny_llama):
@@ -240,7 +339,15 @@ def test_last_token_pool_matches_hf_sequence_classification(tiny_llama):
         ({"state": "ema"}, TypeError, "state"),
         ({"r_chosen": [0.0, 1.0]}, TypeError, "r_chosen"),
         ({"eps": -1.0}, ValueError, "eps"),
+        ({"eps": float("nan")}, ValueError, "eps"),
+        ({"eps": float("inf")}, ValueError, "eps"),
         ({"clip": 0.0}, ValueError, "clip"),
+        ({"clip": float("nan")}, ValueError, "clip"),
+        ({"renormalize": 1}, TypeError, "renormalize"),
+        ({"margin": torch.tensor([0.0, float("nan")])}, ValueError, "margin.*NaN"),
+        ({"margin": float("nan")}, ValueError, "margin"),
+        ({"state": -1.0}, ValueError, "state"),
+        ({"state": float("nan")}, ValueError, "state"),
     ],
 )
 def test_bad_input_names_the_argument(kwargs, exc, match):
@@ -260,6 +367,16 @@ def test_bad_input_names_the_argument(kwargs, exc, match):
 def test_bad_state_and_pool_arguments():
     with pytest.raises(ValueError, match="decay"):
         NormBTState(decay=1.0)
+    with pytest.raises(ValueError, match="decay"):
+        NormBTState(decay=float("nan"))
+    with pytest.raises(TypeError, match="sync"):
+        NormBTState(sync="yes")
+    with pytest.raises(ValueError, match="`m`"):
+        normbt_weights(torch.ones(3), -1.0)
+    with pytest.raises(ValueError, match="`m`"):
+        normbt_weights(torch.ones(3), torch.tensor(float("nan")))
+    with pytest.raises(ValueError, match="negative"):
+        normbt_weights(torch.tensor([1.0, -1.0]), 1.0)
     with pytest.raises(ValueError, match="`d`"):
         NormBTState().update(torch.zeros(0))
     with pytest.raises(ValueError, match="hidden"):
@@ -281,3 +398,28 @@ def test_cuda_matches_cpu_with_state_on_either_device():
         assert loss.device.type == "cuda" and w.device.type == "cuda"
         torch.testing.assert_close(loss.cpu(), ref_loss, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(w.cpu(), ref_w, rtol=1e-5, atol=1e-6)
+
+
+def test_stop_gradient_through_a_backbone_matches_per_pair_constant_weights():
+    """A backbone h = tanh(W x) feeding the head: ∇_W NormBT = (1/B) Σ w_i ∇_W ℓ_i with w_i plain
+    floats (written out m/(d_i+ε·m)); a differentiable weight would add ∇_W w_i · ℓ_i terms."""
+    g = torch.Generator().manual_seed(11)
+    b, k, h = 6, 4, 3
+    x_c = torch.randn(b, k, generator=g, dtype=torch.float64)
+    x_r = x_c + torch.logspace(-1, 0.5, b, dtype=torch.float64)[:, None] * torch.randn(
+        b, k, generator=g, dtype=torch.float64
+    )
+    w_mat = torch.randn(h, k, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(h, generator=g, dtype=torch.float64)
+    h_c, h_r = torch.tanh(x_c @ w_mat.T), torch.tanh(x_r @ w_mat.T)
+    loss, _ = normbt_loss(h_c @ v, h_r @ v, h_c, h_r, state=None)
+    (g_normbt,) = torch.autograd.grad(loss, w_mat)
+    with torch.no_grad():
+        d = [float(((h_c[i] - h_r[i]) ** 2).sum().sqrt()) for i in range(b)]
+    m = sum(d) / b
+    expect = torch.zeros_like(w_mat)
+    for i in range(b):
+        hc, hr = torch.tanh(x_c[i] @ w_mat.T), torch.tanh(x_r[i] @ w_mat.T)
+        (gi,) = torch.autograd.grad(-F.logsigmoid(hc @ v - hr @ v), w_mat)
+        expect += m / (d[i] + 0.05 * m) * gi / b
+    torch.testing.assert_close(g_normbt, expect)

@@ -1,8 +1,9 @@
 """NormBT: representation-distance-normalized Bradley-Terry loss for reward models.
 
 Xie et al., "When Distance Distracts: Representation Distance Bias in BT-Loss for Reward
-Models" (arXiv 2512.06343). The TRL names (`NormBTConfig`, `NormBTRewardTrainer`) load lazily
-and need the `[trl]` extra.
+Models" (arXiv 2512.06343). The TRL names (`NormBTConfig`, `NormBTRewardTrainer`) live in
+`icml26_normbt.trl` and need the `[trl]` extra; they are also reachable lazily as attributes of
+this package, but are not in `__all__` (which must import with the base dependencies alone).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .evaluate import (
     rewardbench_scores,
     score_pairs,
 )
+from .head import HEAD_NAMES, capture_head_input, find_reward_head, pooled_head_input
 from .loss import (
     NormBTState,
     bt_loss,
@@ -39,23 +41,25 @@ from .loss import (
 )
 
 if TYPE_CHECKING:
-    from .trl import NormBTConfig, NormBTRewardTrainer
+    from .trl import NormBTConfig as NormBTConfig
+    from .trl import NormBTRewardTrainer as NormBTRewardTrainer
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "HEAD_NAMES",
     "REWARDBENCH_EXAMPLE_COUNTS",
     "REWARDBENCH_SECTIONS",
     "DistanceBucket",
     "GradientFactors",
-    "NormBTConfig",
-    "NormBTRewardTrainer",
     "NormBTState",
     "RewardBenchResult",
     "accuracy_by_distance",
     "bt_loss",
+    "capture_head_input",
     "evaluate_rewardbench",
     "factor_correlations",
+    "find_reward_head",
     "head_gradient_factors",
     "head_gradient_norms_autograd",
     "last_token_pool",
@@ -65,6 +69,7 @@ __all__ = [
     "pair_distance",
     "pair_statistics",
     "pairwise_accuracy",
+    "pooled_head_input",
     "rewardbench_scores",
     "score_pairs",
     "spearman",

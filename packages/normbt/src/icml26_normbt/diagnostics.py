@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .loss import _check_hidden, _check_margin, _check_rewards, last_token_pool, pair_distance
+from .head import capture_head_input, find_reward_head, pooled_head_input
+from .loss import _check_hidden, _check_margin, _check_rewards, pair_distance
 
 __all__ = [
     "DistanceBucket",
@@ -198,19 +199,21 @@ def pair_statistics(
     model: torch.nn.Module,
     batches: Iterable[Mapping[str, Tensor]],
     *,
-    layer: int = -1,
+    head: str | None = None,
     pad_token_id: int | None = None,
 ) -> dict[str, Tensor]:
-    """Rewards and pooled states of a sequence-classification model over a dataset.
+    """Rewards and the pooled states the reward head reads, over a dataset.
 
     Each batch is in TRL's RewardTrainer layout: `input_ids` (2B, T) and `attention_mask`, the
-    first B rows chosen and the last B rejected (`DataCollatorForPreference`). `layer` picks the
-    hidden state (-1: the one the score head consumes). Returns concatenated `r_chosen`,
-    `r_rejected` (N,), `h_chosen`, `h_rejected` (N, H) on the CPU.
+    first B rows chosen and the last B rejected (`DataCollatorForPreference`). The states are
+    the head's input, captured with a forward pre-hook (`find_reward_head(model, head)`), so
+    decoder (`score`) and encoder (`classifier`) reward models alike give the h of r = vᵀh + b.
+    Returns concatenated `r_chosen`, `r_rejected` (N,), `h_chosen`, `h_rejected` (N, H) on the CPU.
     """
     if pad_token_id is None:
         cfg = getattr(model, "config", None)
         pad_token_id = getattr(cfg, "pad_token_id", None) if cfg is not None else None
+    head_module = find_reward_head(model, head)
     cols: dict[str, list[Tensor]] = {
         "r_chosen": [],
         "r_rejected": [],
@@ -219,12 +222,10 @@ def pair_statistics(
     }
     for batch in batches:
         ids = batch["input_ids"]
-        out = model(
-            input_ids=ids, attention_mask=batch.get("attention_mask"), output_hidden_states=True
-        )
+        with capture_head_input(head_module) as captured:
+            out = model(input_ids=ids, attention_mask=batch.get("attention_mask"))
         r_c, r_r = torch.chunk(out.logits.squeeze(-1), 2)
-        h = last_token_pool(out.hidden_states[layer], ids, pad_token_id)  # (2B, H)
-        h_c, h_r = torch.chunk(h, 2)
+        h_c, h_r = torch.chunk(pooled_head_input(captured, ids, pad_token_id), 2)  # (B, H) each
         for k, t in zip(cols, (r_c, r_r, h_c, h_r)):
             cols[k].append(t.float().cpu())
     if not cols["r_chosen"]:

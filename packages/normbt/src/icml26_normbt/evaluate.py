@@ -185,6 +185,27 @@ def _right_pad(seqs: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
     return ids, mask
 
 
+def _encode(
+    tokenizer: Any, prompt: Any, response: Any, chat_template: bool, max_length: int | None
+) -> list[int]:
+    """Token ids of one (prompt, response), as TRL's RewardTrainer / RewardBench build them."""
+    if isinstance(response, list):  # conversational rows: message lists, always templated
+        msgs = list(prompt or []) + response
+        ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=True)["input_ids"]
+    elif chat_template:  # RewardBench: a user turn and an assistant turn through the template
+        msgs = [{"role": "user", "content": prompt}] if prompt else []
+        msgs.append({"role": "assistant", "content": response})
+        ids = tokenizer.apply_chat_template(msgs, tokenize=True, return_dict=True)["input_ids"]
+    else:  # TRL, plain text: prompt + response + EOS, tokenized with the special tokens
+        text = (prompt or "") + response
+        eos = tokenizer.eos_token
+        if eos is not None and not text.endswith(eos):
+            text += eos
+        ids = tokenizer(text)["input_ids"]
+    ids = list(ids)
+    return ids[:max_length] if max_length is not None else ids
+
+
 @torch.no_grad()
 def score_pairs(
     model: torch.nn.Module,
@@ -193,32 +214,45 @@ def score_pairs(
     *,
     batch_size: int = 8,
     max_length: int | None = None,
+    chat_template: bool | None = None,
     format_fn: Callable[[str, str], str] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Rewards (N,), (N,) of a sequence-classification model on `prompt`/`chosen`/`rejected` rows.
 
-    Texts are `format_fn(prompt, response)` (default: prompt + response, as TRL's RewardTrainer
-    does for plain-text data), tokenized with `tokenizer` and right-padded.
+    Each sequence is built as the model was trained on it:
+    - conversational rows (message lists): `prompt + chosen` through the tokenizer's chat template;
+    - `chat_template=True` (default when the tokenizer has one, as RewardBench does): the prompt
+      as a user turn and the response as an assistant turn through the chat template;
+    - otherwise, TRL's plain-text format: `prompt + response + eos_token`, tokenized with the
+      tokenizer's special tokens;
+    - `format_fn(prompt, response)`: your own text, tokenized as is.
+    Sequences are right-padded with `pad_token_id` and truncated to `max_length` ids.
     """
     if batch_size < 1:
         raise ValueError(f"`batch_size` must be >= 1, got {batch_size}")
-    fmt = format_fn or (lambda p, r: p + r)
     pad_id = tokenizer.pad_token_id
     if pad_id is None:
         raise ValueError("`tokenizer` has no pad_token_id; set tokenizer.pad_token first")
+    if chat_template is None:
+        chat_template = getattr(tokenizer, "chat_template", None) is not None
+    elif chat_template and getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError("`chat_template`=True but the tokenizer has no chat_template")
     device = next(model.parameters()).device
     rows = list(examples)
     if not rows:
         raise ValueError("`examples` is empty")
+
+    def encode(ex: Mapping[str, Any], key: str) -> list[int]:
+        if format_fn is not None:
+            ids = list(tokenizer(format_fn(ex.get("prompt") or "", ex[key]))["input_ids"])
+            return ids[:max_length] if max_length is not None else ids
+        return _encode(tokenizer, ex.get("prompt"), ex[key], bool(chat_template), max_length)
+
     r_c, r_r = [], []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        texts = [fmt(ex.get("prompt") or "", ex["chosen"]) for ex in chunk]
-        texts += [fmt(ex.get("prompt") or "", ex["rejected"]) for ex in chunk]
-        enc = tokenizer(
-            texts, add_special_tokens=True, truncation=max_length is not None, max_length=max_length
-        )
-        ids, mask = _right_pad(enc["input_ids"], pad_id)
+        seqs = [encode(ex, "chosen") for ex in chunk] + [encode(ex, "rejected") for ex in chunk]
+        ids, mask = _right_pad(seqs, pad_id)
         logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.squeeze(-1)
         a, b = torch.chunk(logits.float().cpu(), 2)
         r_c.append(a)
@@ -243,13 +277,24 @@ def evaluate_rewardbench(
     *,
     batch_size: int = 8,
     max_length: int | None = None,
+    chat_template: bool | None = None,
     format_fn: Callable[[str, str], str] | None = None,
     weighting: str = "rewardbench",
 ) -> RewardBenchResult:
-    """Score local RewardBench-format files: accuracy overall, per subset, per section."""
+    """Score local RewardBench-format files: accuracy overall, per subset, per section.
+
+    Sequences are built as in `score_pairs` (chat template when the tokenizer has one, else
+    TRL's `prompt + response + eos`).
+    """
     ds = load_preference_pairs(data_files)
     r_c, r_r = score_pairs(
-        model, tokenizer, ds, batch_size=batch_size, max_length=max_length, format_fn=format_fn
+        model,
+        tokenizer,
+        ds,
+        batch_size=batch_size,
+        max_length=max_length,
+        chat_template=chat_template,
+        format_fn=format_fn,
     )
     subsets = ds["subset"] if "subset" in ds.column_names else None
     acc = pairwise_accuracy(r_c, r_r, subsets)
