@@ -20,7 +20,7 @@ from icml26_tnshap import (
 RING = (8, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (2, 6), (6, 7)])
 RING_EDGES = tuple(sorted(tuple(sorted(e)) for e in RING[1]))
 PATH = (5, [(0, 1), (1, 2), (2, 3), (3, 4)])
-EXACT_FIT = FitConfig(solver="lbfgs", weight_decay=0.0, lbfgs_iters=2000)
+EXACT_FIT = FitConfig(solver="lbfgs", weight_decay=0.0, lbfgs_iters=600)
 
 
 def random_tn(seed=0):

@@ -219,8 +219,8 @@ class FitConfig:
 
     solver: Literal["adam", "lbfgs", "als"] = "adam"  # lbfgs/als: our additions
     batch_size: int | None = None  # Adam minibatch; None = full batch (one step per epoch)
-    epochs: int = 600  # Adam epochs (steps when full batch)
-    lr: float = 5e-3  # Adam learning rate (cosine decay to 0 without validation)
+    epochs: int = 300  # Adam epochs (steps when full batch)
+    lr: float = 1e-2  # Adam learning rate (cosine decay to 0 without validation)
     weight_decay: float = 1e-5  # L2 on the cores (Adam: decoupled from the loss scale as in torch)
     lr_factor: float = 0.5  # ReduceLROnPlateau factor (only with validation queries)
     lr_patience: int = 5  # ReduceLROnPlateau patience (epochs)
