@@ -256,9 +256,12 @@ def graphsvx(game: MaskedGraphGame, budget: int, seed: int):
     z = np.stack(rows)
     y = game(z)
     sizes = z.sum(1)
-    w = np.array(
-        [1e4 if s in (0, n) else (n - 1) / (math.comb(n, int(s)) * s * (n - s)) for s in sizes]
+    kern = np.array(
+        [1.0 if s in (0, n) else (n - 1) / (math.comb(n, int(s)) * s * (n - s)) for s in sizes]
     )
+    inner = (sizes > 0) & (sizes < n)
+    w = kern / kern[inner].max()  # rescaled (the solution is unchanged) for numerical range
+    w[~inner] = 1e4  # the paper's heavy weight on ∅ and N
     feats = np.concatenate([np.ones((len(z), 1)), z.astype(float)], 1)
     sw = np.sqrt(w)
     coef = np.linalg.lstsq(feats * sw[:, None], y * sw, rcond=None)[0]

@@ -209,7 +209,7 @@ def test_tnshap_efficiency_after_adam_fit(mp_model, undirected):
         tn = GraphTN(game, bond_dim=2, seed=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            fit_surrogate(tn, game, budget=40, config=FitConfig(epochs=30, pin_extremes=pin))
+            fit_surrogate(tn, game, budget=40, config=FitConfig(solver="adam", epochs=30, pin_extremes=pin))
         gaps[pin] = abs(shapley_values(tn).sum() - (v[1] - v[0])) / abs(v[1] - v[0])
     assert gaps[True] < 1e-10, gaps
     assert gaps[False] > 1e-3, gaps

@@ -217,7 +217,7 @@ class FitConfig:
     kept; ``FitResult.n_queries`` counts both.
     """
 
-    solver: Literal["adam", "lbfgs", "als"] = "adam"  # lbfgs/als: our additions
+    solver: Literal["auto", "adam", "lbfgs", "als"] = "auto"  # auto: see fit_surrogate
     batch_size: int | None = None  # Adam minibatch; None = full batch (one step per epoch)
     epochs: int = 300  # Adam epochs (steps when full batch)
     lr: float = 1e-2  # Adam learning rate (cosine decay to 0 without validation)
@@ -264,6 +264,7 @@ class FitResult:
     val_r2: float  # nan without validation queries
     epochs: int
     history: list[float] = field(default_factory=list)  # loss per epoch / sweep (validation if any)
+    solver: str = ""  # the solver that ran ("auto" resolved)
 
 
 def _game_n(game: Any, tn: GraphTN) -> int:
@@ -274,8 +275,10 @@ def _game_n(game: Any, tn: GraphTN) -> int:
 
 
 def _check_config(cfg: FitConfig) -> None:
-    if cfg.solver not in ("adam", "lbfgs", "als"):
-        raise ValueError(f"config.solver must be 'adam', 'lbfgs' or 'als'; got {cfg.solver!r}")
+    if cfg.solver not in ("auto", "adam", "lbfgs", "als"):
+        raise ValueError(
+            f"config.solver must be 'auto', 'adam', 'lbfgs' or 'als'; got {cfg.solver!r}"
+        )
     if not isinstance(cfg.val_queries, (int, np.integer)) or cfg.val_queries < 0:
         raise ValueError(f"config.val_queries must be an integer >= 0; got {cfg.val_queries!r}")
     if cfg.batch_size is not None and (
@@ -345,9 +348,12 @@ def fit_surrogate(
             used as given), or a callable ``(n, m, rng) -> (m, n) bool``.
         config: :class:`FitConfig`.
 
-    A ``UserWarning`` says when ``budget`` is below the number of free parameters (cores minus
-    the ``χ²`` gauge freedom of each bond) and below ``2^n``: the least-squares problem is then
-    under-determined and the fit leans on the initialization and weight decay.
+    ``solver="auto"`` (default): full-batch L-BFGS when the training queries are at least twice
+    the surrogate's free parameters (cores minus the ``χ²`` gauge freedom of each bond) or all
+    ``2^n`` coalitions (the problem is well determined, so converge), full-batch Adam (300 steps
+    from the near-constant initialization, an implicit regularizer) otherwise; near the
+    threshold (budget ≈ free parameters) L-BFGS amplifies noise. A ``UserWarning`` says when ``budget`` is below the
+    free parameters and below ``2^n``: the fit then leans on the initialization and weight decay.
     """
     cfg = config or FitConfig()
     _check_config(cfg)
@@ -416,9 +422,12 @@ def fit_surrogate(
         if len(z_val)
         else None
     )
-    if cfg.solver == "adam":
+    solver = cfg.solver
+    if solver == "auto":
+        solver = "lbfgs" if len(z) >= 2 * dof or (n < 63 and len(z) == 2**n) else "adam"
+    if solver == "adam":
         epochs, history = _fit_adam(tn, z_tr, y_tr, w_tr, val, cfg)
-    elif cfg.solver == "lbfgs":
+    elif solver == "lbfgs":
         epochs, history = _fit_lbfgs(tn, z_tr, y_tr, w_tr, val, cfg)
     else:
         epochs, history = _fit_als(tn, z_tr, y_tr, w_tr, val, cfg)
@@ -447,6 +456,7 @@ def fit_surrogate(
         val_r2=r2,
         epochs=epochs,
         history=history,
+        solver=solver,
     )
 
 
