@@ -93,7 +93,7 @@ def test_tnshap_approximator_random_state_and_sampler_options():
         seen.append(z)
         return np.tanh(z @ w)
 
-    cfg = FitConfig(epochs=20)
+    cfg = FitConfig(solver="adam", epochs=20)
     run = lambda rs, **kw: TNSHAPApproximator(n, edges, 1, "SV", bond_dim=2, config=cfg, random_state=rs, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -101,6 +101,9 @@ def test_tnshap_approximator_random_state_and_sampler_options():
         np.testing.assert_array_equal(a.values, b.values)  # same seed, same answer
         c, d = run(None)(40, game), run(None)(40, game)
         assert not np.array_equal(c.values, d.values)  # None: fresh randomness each time
+        # all 2^n coalitions: the sampler is deterministic, so only the init seed can differ
+        e, f = run(None)(2**n, game), run(None)(2**n, game)
+        assert not np.array_equal(e.values, f.values)
         weights = np.zeros(n + 1)
         weights[[0, 3, 5, n]] = 1.0
         run(1, pairing_trick=True, sampling_weights=weights)(40, game)
