@@ -40,8 +40,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from icml26_tnshap import FitConfig, GraphTN, MaskedGraphGame, fit_surrogate, interactions
-from icml26_tnshap import shapley_values
+from icml26_tnshap import (
+    FitConfig,
+    GraphTN,
+    MaskedGraphGame,
+    fit_surrogate,
+    interactions,
+    shapley_values,
+)
 from torch import nn
 
 HERE = Path(__file__).resolve().parent
@@ -188,7 +194,10 @@ def exact_local_shapley(model: GraphRegressor, game: MaskedGraphGame) -> np.ndar
         for j, i in enumerate(s):
             without = masks[~bits[:, j]]
             w = np.array(
-                [math.factorial(t) * math.factorial(k - t - 1) / math.factorial(k) for t in size[without]]
+                [
+                    math.factorial(t) * math.factorial(k - t - 1) / math.factorial(k)
+                    for t in size[without]
+                ]
             )
             phi[i] += float(np.sum(w * (c[without | (1 << j)] - c[without])))
     return phi
@@ -271,7 +280,13 @@ def graphsvx(game: MaskedGraphGame, budget: int, seed: int):
 
 
 def run_methods(
-    game: MaskedGraphGame, budget: int, seed: int, chi: int, *, shap_too: bool = True, lbfgs_too: bool = False
+    game: MaskedGraphGame,
+    budget: int,
+    seed: int,
+    chi: int,
+    *,
+    shap_too: bool = True,
+    lbfgs_too: bool = False,
 ):
     """{method: (φ, SII on bonds or None, seconds, queries)} at one budget, same seed for all."""
     import shap
@@ -337,7 +352,9 @@ def mean_ci(v) -> tuple[float, float]:
     v = np.asarray(v, dtype=float)
     if len(v) < 2:
         return float(v.mean()), float("nan")
-    return float(v.mean()), float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+    return float(v.mean()), float(
+        stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+    )
 
 
 def choose_molecules(data: list, n_mol: int) -> list:
@@ -376,7 +393,9 @@ def main() -> None:
                 )
 
     table = {}
-    log("\n| method | budget | cosine φ (95% CI) | min cosine | MSE φ | SII-on-bonds cosine | s / molecule | queries |")
+    log(
+        "\n| method | budget | cosine φ (95% CI) | min cosine | MSE φ | SII-on-bonds cosine | s / molecule | queries |"
+    )
     log("|---|---|---|---|---|---|---|---|")
     for budget in BUDGETS:
         for name, per in rows.items():
@@ -410,7 +429,10 @@ def main() -> None:
             paired.setdefault(str(budget), {})[name] = {"diff": m, "ci95": h}
     log("\npaired cosine difference TN-SHAP-G − arm (mean ± 95% CI over molecules):")
     for budget, d in paired.items():
-        log(f"  {budget}: " + "; ".join(f"{k} {v['diff']:+.4f} ± {v['ci95']:.4f}" for k, v in d.items()))
+        log(
+            f"  {budget}: "
+            + "; ".join(f"{k} {v['diff']:+.4f} ± {v['ci95']:.4f}" for k, v in d.items())
+        )
 
     # accuracy at scale: 1-layer GIN, exact by locality
     local = train_model(data, layers=1, epochs=10 if args.quick else 40)
@@ -425,7 +447,9 @@ def main() -> None:
     # the local closed form equals enumeration (checked on a small molecule)
     g_small = MaskedGraphGame(local, chosen[0][1].double(), chosen[0][2], baseline=0.0)
     check = float(np.abs(exact_local_shapley(local, g_small) - exact_reference(g_small)[0]).max())
-    log(f"\nlocal closed form vs ExactComputer on {g_small.n_players} atoms: max |Δφ| = {check:.1e}")
+    log(
+        f"\nlocal closed form vs ExactComputer on {g_small.n_players} atoms: max |Δφ| = {check:.1e}"
+    )
     scale_rows = []
     log("| n atoms | bonds | method | cosine φ | s |")
     log("|---|---|---|---|---|")
@@ -435,7 +459,9 @@ def main() -> None:
         res = run_methods(game, 500, 1000 + si, args.chi, shap_too=False, lbfgs_too=True)
         for name, (phi, _, sec, q) in res.items():
             c = cosine(phi, exact)
-            scale_rows.append({"n": game.n_players, "method": name, "cosine": c, "seconds": sec, "queries": q})
+            scale_rows.append(
+                {"n": game.n_players, "method": name, "cosine": c, "seconds": sec, "queries": q}
+            )
             log(f"| {game.n_players} | {len(game.edges)} | {name} | {c:.4f} | {sec:.2f} |")
 
     ours = table["TN-SHAP-G"][50]["cosine"]

@@ -66,7 +66,10 @@ def main() -> None:
                     flush=True,
                 )
         cos = [R.cosine(R.bond_pairwise_ls(g, budget, s)[0], e) for s, (g, e) in enumerate(games)]
-        print(f"| {budget} | | bond-pairwise LS | {np.mean(cos):.4f} | {np.min(cos):.3f} | |", flush=True)
+        print(
+            f"| {budget} | | bond-pairwise LS | {np.mean(cos):.4f} | {np.min(cos):.3f} | |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -120,7 +120,9 @@ def test_tnshap_fit_bad_input_and_warnings(ring_graph):
         tn(torch.zeros(2, 5))
     big = GraphTN((12, [(i, i + 1) for i in range(11)]), bond_dim=4)
     with pytest.warns(UserWarning, match="under-determined"):
-        fit_surrogate(big, lambda z: np.asarray(z, float).sum(1), budget=20, config=FitConfig(epochs=2))
+        fit_surrogate(
+            big, lambda z: np.asarray(z, float).sum(1), budget=20, config=FitConfig(epochs=2)
+        )
     with pytest.warns(UserWarning, match=r"budget=100 exceeds the 2\^n = 64"):
         fit = fit_surrogate(tn, game, budget=100, config=FitConfig(epochs=2))
     assert fit.n_queries == 64 and fit.n_train == 64
@@ -184,7 +186,9 @@ def test_tnshap_sampler_keeps_empty_and_full_and_honours_coalition_sampler():
         rows = [r for r in itertools.product([0, 1], repeat=n_) if sum(r) == 3]
         return np.asarray(rows, bool)[rng.permutation(len(rows))[:m]]
 
-    fit_surrogate(GraphTN((n, edges), 2), game, budget=20, sampler=size3, config=FitConfig(epochs=2))
+    fit_surrogate(
+        GraphTN((n, edges), 2), game, budget=20, sampler=size3, config=FitConfig(epochs=2)
+    )
     sizes = seen[-1].sum(1)
     assert len(sizes) == 20 and {0, n} <= set(sizes)  # replaced two rows: the budget is kept
     weights = np.zeros(n + 1)
@@ -200,16 +204,18 @@ def test_tnshap_sampler_keeps_empty_and_full_and_honours_coalition_sampler():
 def test_tnshap_efficiency_after_adam_fit(mp_model, undirected):
     """Σφ = v(N) − v(∅) of the *game* after a short Adam fit, because the anchor terms pin ν̂
     at ∅ and N; without them (pin_extremes=False) the same fit misses it."""
-    game = MaskedGraphGame(mp_model(4), torch.randn(8, 4, dtype=torch.float64), undirected(
-        [*EDGES, (5, 6), (6, 7)]
-    ))
+    game = MaskedGraphGame(
+        mp_model(4), torch.randn(8, 4, dtype=torch.float64), undirected([*EDGES, (5, 6), (6, 7)])
+    )
     v = game(np.stack([np.zeros(8, bool), np.ones(8, bool)]))
     gaps = {}
     for pin in (True, False):
         tn = GraphTN(game, bond_dim=2, seed=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            fit_surrogate(tn, game, budget=40, config=FitConfig(solver="adam", epochs=30, pin_extremes=pin))
+            fit_surrogate(
+                tn, game, budget=40, config=FitConfig(solver="adam", epochs=30, pin_extremes=pin)
+            )
         gaps[pin] = abs(shapley_values(tn).sum() - (v[1] - v[0])) / abs(v[1] - v[0])
     assert gaps[True] < 1e-10, gaps
     assert gaps[False] > 1e-3, gaps
@@ -218,7 +224,9 @@ def test_tnshap_efficiency_after_adam_fit(mp_model, undirected):
 def test_tnshap_fit_on_gnn_game_tracks_exact_values(mp_model, undirected):
     """End to end on a message-passing net: a χ = 3 surrogate from 100 queries (of 256)."""
     game = MaskedGraphGame(
-        mp_model(4, seed=1), torch.randn(8, 4, dtype=torch.float64), undirected([*EDGES, (5, 6), (6, 7)])
+        mp_model(4, seed=1),
+        torch.randn(8, 4, dtype=torch.float64),
+        undirected([*EDGES, (5, 6), (6, 7)]),
     )
     sv = shapiq.ExactComputer(game, 8)("SV", 1)
     exact = np.array([sv[(u,)] for u in range(8)])

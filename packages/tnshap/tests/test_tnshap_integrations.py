@@ -47,7 +47,16 @@ def pairwise_game(seed=0):
 
 @pytest.mark.parametrize(
     ("index", "order"),
-    [("SV", 1), ("SII", 2), ("k-SII", 2), ("STII", 2), ("BII", 2), ("SII", 3), ("k-SII", 3), ("STII", 3)],
+    [
+        ("SV", 1),
+        ("SII", 2),
+        ("k-SII", 2),
+        ("STII", 2),
+        ("BII", 2),
+        ("SII", 3),
+        ("k-SII", 3),
+        ("STII", 3),
+    ],
 )
 def test_tnshap_shapiq_exact_computer_agrees_on_surrogate(index, order):
     tn = random_tn(seed=order)
@@ -65,7 +74,9 @@ def test_tnshap_approximator_conventions():
     n, edges = PATH
     game = pairwise_game()
     for index, order in (("SII", 2), ("k-SII", 2), ("SV", 1)):
-        approx = TNSHAPApproximator(n, edges, order, index, bond_dim=3, config=EXACT_FIT, random_state=0)
+        approx = TNSHAPApproximator(
+            n, edges, order, index, bond_dim=3, config=EXACT_FIT, random_state=0
+        )
         iv = approx(budget=2**n, game=game)
         ref = shapiq.ExactComputer(game, n)(index, order)
         assert iv.index == ref.index == index
@@ -94,7 +105,9 @@ def test_tnshap_approximator_random_state_and_sampler_options():
         return np.tanh(z @ w)
 
     cfg = FitConfig(solver="adam", epochs=20)
-    run = lambda rs, **kw: TNSHAPApproximator(n, edges, 1, "SV", bond_dim=2, config=cfg, random_state=rs, **kw)
+    run = lambda rs, **kw: TNSHAPApproximator(
+        n, edges, 1, "SV", bond_dim=2, config=cfg, random_state=rs, **kw
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         a, b = run(3)(40, game), run(3)(40, game)

@@ -55,13 +55,17 @@ def _diag(ts: np.ndarray, n: int) -> np.ndarray:
 def _derivatives(tn: GraphTN, sets: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """``σ · ∂_T TN(t·1)`` for every row ``T`` of ``sets (P, k)`` and ``t`` in ``ts (M,)``: ``(P, M)``."""
     k, n = sets.shape[1], tn.n_players
-    out = probe(
-        tn.topology,
-        list(tn.cores),
-        _diag(ts, n),
-        sets,
-        np.tile(np.asarray(DERIV), (k, 1)),
-    ).cpu().numpy()  # (P, M)
+    out = (
+        probe(
+            tn.topology,
+            list(tn.cores),
+            _diag(ts, n),
+            sets,
+            np.tile(np.asarray(DERIV), (k, 1)),
+        )
+        .cpu()
+        .numpy()
+    )  # (P, M)
     # anchor terms α Π(1 − z) + β Π z: [−1, 1] at the k sites, [1 − t, t] elsewhere
     a0, a1 = (float(a) for a in tn.anchors)
     out = out + (a0 * (-1.0) ** k * (1 - ts) ** (n - k) + a1 * ts ** (n - k))[None, :]

@@ -42,7 +42,11 @@ def _warn_self_loops(edges: Any, as_edge_index: bool | None) -> None:
     arr = edges.detach().cpu().numpy() if hasattr(edges, "detach") else np.asarray(edges)
     if arr.size == 0 or arr.ndim != 2:
         return
-    pairs = arr.T if (as_edge_index or (as_edge_index is None and arr.shape[0] == 2 and arr.shape[1] != 2)) else arr
+    pairs = (
+        arr.T
+        if (as_edge_index or (as_edge_index is None and arr.shape[0] == 2 and arr.shape[1] != 2))
+        else arr
+    )
     loops = sorted({int(u) for u, v in pairs if u == v})
     if loops:
         warnings.warn(
@@ -166,9 +170,7 @@ class GraphTN(nn.Module):
         dimension χ + 2, block diagonal) that vanish on every binary coalition except ∅ and N;
         ``fit_surrogate`` sets ``(α, β)`` so the surrogate interpolates ``v(∅)`` and ``v(N)``.
         """
-        out = contract(
-            self.topology, list(self.cores), multilinear_vectors(z), max_batch=max_batch
-        )
+        out = contract(self.topology, list(self.cores), multilinear_vectors(z), max_batch=max_batch)
         a0, a1 = self.anchors[0], self.anchors[1]
         if bool(a0 != 0) or bool(a1 != 0):
             out = out + a0 * torch.prod(1 - z, dim=1) + a1 * torch.prod(z, dim=1)
@@ -284,13 +286,17 @@ def _check_config(cfg: FitConfig) -> None:
     if cfg.batch_size is not None and (
         not isinstance(cfg.batch_size, (int, np.integer)) or cfg.batch_size < 1
     ):
-        raise ValueError(f"config.batch_size must be None or an integer >= 1; got {cfg.batch_size!r}")
+        raise ValueError(
+            f"config.batch_size must be None or an integer >= 1; got {cfg.batch_size!r}"
+        )
     if not isinstance(cfg.epochs, (int, np.integer)) or cfg.epochs < 1:
         raise ValueError(f"config.epochs must be an integer >= 1; got {cfg.epochs!r}")
     if not (cfg.lr > 0 and math.isfinite(cfg.lr)):
         raise ValueError(f"config.lr must be a positive finite number; got {cfg.lr!r}")
     if not (cfg.extreme_weight > 0 and math.isfinite(cfg.extreme_weight)):
-        raise ValueError(f"config.extreme_weight must be positive and finite; got {cfg.extreme_weight!r}")
+        raise ValueError(
+            f"config.extreme_weight must be positive and finite; got {cfg.extreme_weight!r}"
+        )
     if cfg.weight_decay < 0 or cfg.als_ridge < 0:
         raise ValueError("config.weight_decay and config.als_ridge must be >= 0")
 
@@ -359,7 +365,9 @@ def fit_surrogate(
     _check_config(cfg)
     n = _game_n(game, tn)
     if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 2:
-        raise ValueError(f"budget must be an integer >= 2 (∅ and N are always queried); got {budget!r}")
+        raise ValueError(
+            f"budget must be an integer >= 2 (∅ and N are always queried); got {budget!r}"
+        )
     if n < 63 and budget > 2**n:
         warnings.warn(
             f"budget={budget} exceeds the 2^n = {2**n} distinct coalitions of {n} players; "
