@@ -8,7 +8,8 @@ queries:
   plateau schedule, early stopping) with its validation queries carved out of the budget
   (``budget − budget // 6`` training + ``budget // 6`` validation): the package's old default;
 - ``minibatch, no validation``: the same Adam, all queries training, 200 epochs;
-- ``default``: full-batch Adam, 600 steps, cosine decay (``FitConfig()``);
+- ``default (auto)``: ``FitConfig()`` (full-batch Adam, 300 steps, cosine decay, below twice the
+  free parameters; L-BFGS above);
 - ``ALS`` (ridge 1e-3) and ``L-BFGS`` (500 iterations): the exact/second-order solvers;
 - the bond-pairwise least-squares ablation for reference.
 
@@ -32,9 +33,9 @@ def recipes(budget: int) -> dict[str, tuple[int, FitConfig]]:
     return {
         "paper, 1/6 carved": (budget - budget // 6, FitConfig.paper(val_queries=budget // 6)),
         "minibatch, no validation": (budget, FitConfig.paper(val_queries=0, epochs=200)),
-        "default (full-batch Adam)": (budget, FitConfig()),
+        "default (auto)": (budget, FitConfig()),
         "ALS": (budget, FitConfig(solver="als")),
-        "L-BFGS": (budget, FitConfig(solver="lbfgs")),
+        "L-BFGS": (budget, FitConfig(solver="lbfgs", lbfgs_iters=500)),
     }
 
 

@@ -230,7 +230,7 @@ class FitConfig:
     val_queries: int = 0  # extra validation queries beyond the budget (paper's code: 100)
     extreme_weight: float = 1.0  # loss weight of ∅ and N relative to the other coalitions
     pin_extremes: bool = True  # anchor terms make ν̂(0) = v(∅), ν̂(1) = v(N) exactly (efficiency)
-    lbfgs_iters: int = 500  # L-BFGS: full-batch iterations (strong-Wolfe line search)
+    lbfgs_iters: int = 150  # L-BFGS: full-batch iterations (strong-Wolfe line search)
     als_sweeps: int = 30  # ALS: forward+backward sweeps over the cores
     als_ridge: float = 1e-3  # ALS: ridge on each core solve (relative to the Gram trace)
     als_tol: float = 1e-12  # ALS: stop when the training MSE falls below this
