@@ -30,7 +30,9 @@ def main() -> None:
     w2 = torch.randn(8, generator=g, dtype=torch.float64)
 
     def model(x, edge_index, batch):
-        h = torch.tanh((x + torch.zeros_like(x).index_add_(0, edge_index[1], x[edge_index[0]])) @ w1)
+        h = torch.tanh(
+            (x + torch.zeros_like(x).index_add_(0, edge_index[1], x[edge_index[0]])) @ w1
+        )
         return torch.zeros(int(batch.max()) + 1, dtype=x.dtype).index_add_(0, batch, h @ w2)
 
     game = MaskedGraphGame(model, torch.randn(n, 4, generator=g, dtype=torch.float64), ei)
