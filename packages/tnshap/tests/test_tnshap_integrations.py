@@ -128,7 +128,7 @@ def test_tnshap_approximator_random_state_and_sampler_options():
 
 def test_tnshap_pyg_explainer_returns_explanation():
     pytest.importorskip("torch_geometric")
-    from icml26_tnshap import TNSHAPExplainer, game_from_data
+    from icml26_tnshap.pyg_integration import TNSHAPExplainer, game_from_data
     from torch_geometric.data import Data
     from torch_geometric.explain import Explainer, Explanation
     from torch_geometric.nn import global_add_pool

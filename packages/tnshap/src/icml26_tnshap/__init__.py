@@ -5,8 +5,10 @@ from .game import MaskedGraphGame
 from .shapiq_integration import TNSHAPApproximator, to_interaction_values
 from .surrogate import FitConfig, FitResult, GraphTN, fit_surrogate
 
+# extra [pyg]: ``from icml26_tnshap.pyg_integration import TNSHAPExplainer`` (also reachable as
+# ``icml26_tnshap.TNSHAPExplainer``); kept out of __all__, which must import without extras
 _LAZY = {
-    "TNSHAPExplainer": "pyg_integration",  # extra [pyg]
+    "TNSHAPExplainer": "pyg_integration",
     "game_from_data": "pyg_integration",
 }
 
@@ -17,9 +19,7 @@ __all__ = [
     "InteractionResult",
     "MaskedGraphGame",
     "TNSHAPApproximator",
-    "TNSHAPExplainer",
     "fit_surrogate",
-    "game_from_data",
     "gauss_legendre_01",
     "interactions",
     "moebius",
