@@ -1,21 +1,26 @@
-"""shapiq (ExactComputer side by side, Approximator) and PyTorch Geometric adapters."""
+"""shapiq (ExactComputer side by side, Approximator conventions) and the PyG ExplainerAlgorithm."""
 
 import warnings
 
 import numpy as np
 import pytest
+import shapiq
 import torch
 from icml26_tnshap import (
-    GIN,
     FitConfig,
     GraphTN,
     MaskedGraphGame,
+    TNSHAPApproximator,
+    fit_surrogate,
     interactions,
     shapley_values,
+    to_interaction_values,
 )
 
 RING = (8, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (2, 6), (6, 7)])
 RING_EDGES = tuple(sorted(tuple(sorted(e)) for e in RING[1]))
+PATH = (5, [(0, 1), (1, 2), (2, 3), (3, 4)])
+EXACT_FIT = FitConfig(solver="lbfgs", weight_decay=0.0, lbfgs_iters=600)
 
 
 def random_tn(seed=0):
@@ -23,92 +28,156 @@ def random_tn(seed=0):
     with torch.no_grad():
         tn.shift.fill_(-0.4)
         tn.scale.fill_(1.3)
+        tn.anchors.copy_(torch.tensor([0.2, 0.6], dtype=torch.float64))
+        tn.fitted.fill_(True)
     return tn
 
 
-@pytest.mark.parametrize(
-    ("index", "order"), [("SV", 1), ("SII", 2), ("STII", 2), ("BII", 2), ("SII", 3), ("STII", 3)]
-)
-def test_tnshap_shapiq_exact_computer_agrees_on_surrogate(index, order):
-    shapiq = pytest.importorskip("shapiq")
-    from icml26_tnshap import to_interaction_values
-
-    tn = random_tn(seed=order)
-    ref = shapiq.ExactComputer(tn.value, tn.n_players)(index, order)
-    ours = to_interaction_values(tn, index, order)
-    assert isinstance(ours, shapiq.InteractionValues)
-    assert set(ours.interaction_lookup) == set(ref.interaction_lookup)
-    for s in ref.interaction_lookup:
-        assert abs(ours[s] - ref[s]) < 1e-8, (s, ours[s], ref[s])
-    assert abs(ours.baseline_value - ref.baseline_value) < 1e-10
-
-
-def test_tnshap_shapiq_approximator_on_pairwise_game():
-    shapiq = pytest.importorskip("shapiq")
-    from icml26_tnshap import TNSHAPApproximator
-
-    n, edges = 5, [(0, 1), (1, 2), (2, 3), (3, 4)]
-    rng = np.random.default_rng(0)
+def pairwise_game(seed=0):
+    n, edges = PATH
+    rng = np.random.default_rng(seed)
     a, w = rng.normal(size=n), rng.normal(size=len(edges))
 
     def game(z):
         z = np.asarray(z, float)
-        return z @ a + sum(wi * z[:, u] * z[:, v] for (u, v), wi in zip(edges, w))
+        return 0.5 + z @ a + sum(wi * z[:, u] * z[:, v] for (u, v), wi in zip(edges, w))
 
-    cfg = FitConfig(solver="lbfgs", weight_decay=0.0, val_fraction=0.0)
-    approx = TNSHAPApproximator(
-        n, edges, max_order=2, index="SII", bond_dim=3, config=cfg, random_state=0
-    )
-    iv = approx(budget=2**n, game=game)
-    ref = shapiq.ExactComputer(game, n)("SII", 2)
-    assert isinstance(iv, shapiq.InteractionValues) and iv.estimation_budget == 2**n
-    for s in ref.interaction_lookup:
-        assert abs(iv[s] - ref[s]) < 1e-6
-    with pytest.raises(ValueError, match="index must be one of"):
+    return game
+
+
+@pytest.mark.parametrize(
+    ("index", "order"),
+    [
+        ("SV", 1),
+        ("SII", 2),
+        ("k-SII", 2),
+        ("STII", 2),
+        ("BII", 2),
+        ("SII", 3),
+        ("k-SII", 3),
+        ("STII", 3),
+    ],
+)
+def test_tnshap_shapiq_exact_computer_agrees_on_surrogate(index, order):
+    tn = random_tn(seed=order)
+    ref = shapiq.ExactComputer(tn.value, tn.n_players)(index, order)
+    ours = to_interaction_values(tn, index, order)
+    assert isinstance(ours, shapiq.InteractionValues) and ours.index == ref.index
+    keys = set(ref.interaction_lookup) | set(ours.interaction_lookup)
+    scale = max(abs(ref[s]) for s in keys)
+    for s in keys:
+        assert abs(ours[s] - ref[s]) < 1e-9 * scale, (s, ours[s], ref[s])
+    assert abs(ours.baseline_value - ref.baseline_value) < 1e-10 * scale
+
+
+def test_tnshap_approximator_conventions():
+    n, edges = PATH
+    game = pairwise_game()
+    for index, order in (("SII", 2), ("k-SII", 2), ("SV", 1)):
+        approx = TNSHAPApproximator(
+            n, edges, order, index, bond_dim=3, config=EXACT_FIT, random_state=0
+        )
+        iv = approx(budget=2**n, game=game)
+        ref = shapiq.ExactComputer(game, n)(index, order)
+        assert iv.index == ref.index == index
+        assert iv.estimated is False and iv.estimation_budget == 2**n  # the budget covers 2^n
+        for s in ref.interaction_lookup:
+            assert abs(iv[s] - ref[s]) < 1e-6, (index, s, iv[s], ref[s])
+    part = TNSHAPApproximator(n, edges, 2, "SII", bond_dim=3, config=EXACT_FIT, random_state=0)
+    assert part(budget=20, game=game).estimated is True
+    with pytest.raises(ValueError, match="FSII/FBII need a weighted regression"):
         TNSHAPApproximator(n, edges, index="FSII")
-    sv = TNSHAPApproximator(n, edges, index="SV", bond_dim=3, config=cfg)(2**n, game)
-    assert sv.max_order == 1
+    with pytest.raises(ValueError, match=r"sampling_weights must have shape \(n \+ 1,\)"):
+        TNSHAPApproximator(n, edges, sampling_weights=np.ones(3))
+    with pytest.raises(ValueError, match="game has 7 players"):
+        bad = MaskedGraphGame(lambda x, e, b: x.sum(), torch.zeros(7, 1), torch.tensor([[0], [1]]))
+        part(budget=20, game=bad)
 
 
-def test_tnshap_pyg_adapter_roundtrip():
-    pytest.importorskip("torch_geometric")
-    from icml26_tnshap import data_from_attributions, explain_data, game_from_data
-    from torch_geometric.data import Data
+def test_tnshap_approximator_random_state_and_sampler_options():
+    n, edges = 8, [(i, i + 1) for i in range(7)]
+    seen = []
+    w = np.random.default_rng(0).normal(size=n)
 
-    torch.manual_seed(0)
-    n, edges = RING
-    e = torch.tensor(edges).T
-    data = Data(x=torch.randn(n, 4, dtype=torch.float64), edge_index=torch.cat([e, e.flip(0)], 1))
-    model = GIN(4, hidden=8, layers=2).double()
-    game = game_from_data(model, data)
-    ref = MaskedGraphGame(model, data.x, data.edge_index)
-    z = np.random.default_rng(0).random((5, n)) < 0.5
-    np.testing.assert_allclose(game(z), ref(z), atol=1e-12)
-    assert game.edges == RING_EDGES
+    def game(z):
+        z = np.asarray(z, bool)
+        seen.append(z)
+        return np.tanh(z @ w)
+
+    cfg = FitConfig(solver="adam", epochs=20)
+    run = lambda rs, **kw: TNSHAPApproximator(
+        n, edges, 1, "SV", bond_dim=2, config=cfg, random_state=rs, **kw
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        phi, edge_vals, fit = explain_data(
-            model, data, budget=64, bond_dim=2, config=FitConfig(epochs=5)
-        )
-    assert phi.shape == (n,) and set(edge_vals) == set(game.edges) and fit.n_queries == 64
-    out = data_from_attributions(data, phi, edge_vals)
-    assert torch.allclose(out.node_shap, torch.as_tensor(phi))
-    col = 3  # edge_index column 3 is edge (3, 4)
-    assert out.edge_sii[col].item() == edge_vals[(3, 4)]
-    with pytest.raises(TypeError, match="torch_geometric.data.Data"):
-        game_from_data(model, {"x": data.x})
-    with pytest.raises(ValueError, match=r"phi must have shape \(8,\)"):
-        data_from_attributions(data, phi[:3])
+        a, b = run(3)(40, game), run(3)(40, game)
+        np.testing.assert_array_equal(a.values, b.values)  # same seed, same answer
+        c, d = run(None)(40, game), run(None)(40, game)
+        assert not np.array_equal(c.values, d.values)  # None: fresh randomness each time
+        # all 2^n coalitions: the sampler is deterministic, so only the init seed can differ
+        e, f = run(None)(2**n, game), run(None)(2**n, game)
+        assert not np.array_equal(e.values, f.values)
+        weights = np.zeros(n + 1)
+        weights[[0, 3, 5, n]] = 1.0
+        run(1, pairing_trick=True, sampling_weights=weights)(40, game)
+    z = seen[-1]
+    assert set(z.sum(1)) == {0, 3, 5, n}  # sampling_weights honoured
+    rows = {r.tobytes() for r in z}
+    assert all((~r).tobytes() in rows for r in z)  # pairing_trick honoured
 
 
-def test_tnshap_graphtn_accepts_game_data_and_edge_index():
+def test_tnshap_pyg_explainer_returns_explanation():
+    pytest.importorskip("torch_geometric")
+    from icml26_tnshap.pyg_integration import TNSHAPExplainer, game_from_data
+    from torch_geometric.data import Data
+    from torch_geometric.explain import Explainer, Explanation
+    from torch_geometric.nn import global_add_pool
+    from torch_geometric.nn.models import GIN
+
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gnn = GIN(4, 8, 2, out_channels=8)
+            self.head = torch.nn.Linear(8, 1)
+
+        def forward(self, x, edge_index, batch=None):
+            return self.head(global_add_pool(self.gnn(x, edge_index), batch)).squeeze(-1)
+
     n, edges = RING
     e = torch.tensor(edges).T
     ei = torch.cat([e, e.flip(0)], 1)
-    game = MaskedGraphGame(lambda x, ei, b: x.sum(), torch.zeros(n, 2), ei)
-    a = GraphTN(game, bond_dim=2).topology
-    b = GraphTN(ei, bond_dim=2).topology
-    assert a == b and a.edges == RING_EDGES
-    tn = GraphTN(RING, bond_dim=2)
-    assert interactions(tn, "edges").sets == a.edges
-    assert shapley_values(tn).shape == (n,)
+    data = Data(x=torch.randn(n, 4, dtype=torch.float64), edge_index=ei)
+    model = Net().double().eval()
+    cfg = FitConfig(epochs=50)
+    explainer = Explainer(
+        model,
+        TNSHAPExplainer(budget=100, bond_dim=2, config=cfg),
+        explanation_type="model",
+        node_mask_type="object",
+        edge_mask_type="object",
+        model_config=dict(mode="regression", task_level="graph", return_type="raw"),
+    )
+    expl = explainer(data.x, data.edge_index)
+    assert isinstance(expl, Explanation)
+    assert expl.node_mask.shape == (n, 1) and expl.edge_mask.shape == (ei.shape[1],)
+    # the same fit by hand: φ and the bond SII land in node_mask / edge_mask
+    game = game_from_data(model, data)
+    tn = GraphTN(game, bond_dim=2)
+    fit_surrogate(tn, game, budget=100, config=cfg)
+    np.testing.assert_allclose(expl.node_mask[:, 0].numpy(), shapley_values(tn), rtol=1e-10)
+    sii = interactions(tn, "edges").to_dict()
+    want = [sii[(min(u, v), max(u, v))] for u, v in ei.T.tolist()]
+    np.testing.assert_allclose(expl.edge_mask.numpy(), want, rtol=1e-10)
+    assert game.edges == RING_EDGES
+    with pytest.raises(ValueError, match="does not support"):
+        Explainer(
+            model,
+            TNSHAPExplainer(budget=100),
+            explanation_type="model",
+            node_mask_type="attributes",
+            model_config=dict(mode="regression", task_level="graph", return_type="raw"),
+        )
+    with pytest.raises(TypeError, match="torch_geometric.data.Data"):
+        game_from_data(model, {"x": data.x})

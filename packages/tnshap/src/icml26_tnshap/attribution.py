@@ -54,15 +54,22 @@ def _diag(ts: np.ndarray, n: int) -> np.ndarray:
 @torch.no_grad()
 def _derivatives(tn: GraphTN, sets: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """``σ · ∂_T TN(t·1)`` for every row ``T`` of ``sets (P, k)`` and ``t`` in ``ts (M,)``: ``(P, M)``."""
-    k = sets.shape[1]
-    out = probe(
-        tn.topology,
-        list(tn.cores),
-        _diag(ts, tn.n_players),
-        sets,
-        np.tile(np.asarray(DERIV), (k, 1)),
-    )
-    return float(tn.scale) * out.cpu().numpy()
+    k, n = sets.shape[1], tn.n_players
+    out = (
+        probe(
+            tn.topology,
+            list(tn.cores),
+            _diag(ts, n),
+            sets,
+            np.tile(np.asarray(DERIV), (k, 1)),
+        )
+        .cpu()
+        .numpy()
+    )  # (P, M)
+    # anchor terms α Π(1 − z) + β Π z: [−1, 1] at the k sites, [1 − t, t] elsewhere
+    a0, a1 = (float(a) for a in tn.anchors)
+    out = out + (a0 * (-1.0) ** k * (1 - ts) ** (n - k) + a1 * ts ** (n - k))[None, :]
+    return float(tn.scale) * out
 
 
 def shapley_values(tn: GraphTN, *, n_points: int | None = None) -> np.ndarray:
@@ -70,6 +77,7 @@ def shapley_values(tn: GraphTN, *, n_points: int | None = None) -> np.ndarray:
 
     ``n_points`` overrides the number of nodes (fewer than ⌈n/2⌉ is no longer exact).
     """
+    tn.check_fitted()
     n = tn.n_players
     ts, w = gauss_legendre_01(n_points or max(1, math.ceil(n / 2)))
     sets = np.arange(n)[:, None]  # (n, 1)
@@ -78,6 +86,7 @@ def shapley_values(tn: GraphTN, *, n_points: int | None = None) -> np.ndarray:
 
 def moebius(tn: GraphTN, sets: Sequence[Sequence[int]]) -> np.ndarray:
     """Möbius coefficients ``m(T) = ∂_T ν̂(0)`` (for ``T = ∅``: ``ν̂(0)``)."""
+    tn.check_fitted()
     out = np.empty(len(sets))
     for i, t in enumerate(sets):
         if len(t) == 0:
@@ -147,6 +156,7 @@ def interactions(
     """
     if index not in INDICES:
         raise ValueError(f"index must be one of {INDICES}; got {index!r}")
+    tn.check_fitted()
     n = tn.n_players
     if not isinstance(order, (int, np.integer)) or not 1 <= order <= n:
         raise ValueError(f"order must be an integer in [1, n_players={n}]; got {order!r}")

@@ -13,21 +13,18 @@ oracle queries.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from itertools import combinations
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 from icml26_kernels.tensornet import normalize_edges
+from shapiq import Game
 
-__all__ = ["MaskedGraphGame", "exact_interactions", "exact_shapley", "moebius_transform"]
-
-MAX_ENUMERATION_PLAYERS = 20
+__all__ = ["MaskedGraphGame"]
 
 
-class MaskedGraphGame:
+class MaskedGraphGame(Game):
     """``v(z) = f(X₀ + z ⊙ (X − X₀), edge_index)``, batched, with a query counter.
 
     Args:
@@ -42,9 +39,12 @@ class MaskedGraphGame:
         batch_size: coalitions per model call.
         output_index: column of a multi-output model to explain.
 
-    Calling the game with a ``(B, n)`` boolean/0-1 (or fractional) matrix returns ``(B,)``
-    numpy values; :attr:`n_queries` counts coalitions evaluated so far. The call signature is
-    shapiq's, so a ``MaskedGraphGame`` can be handed to shapiq's approximators directly.
+    A :class:`shapiq.Game`: calling it with a ``(B, n)`` boolean/0-1 matrix (or a list of
+    tuples) returns ``(B,)`` numpy values, so shapiq's approximators, ``ExactComputer`` and
+    ``precompute`` apply. ``normalize=False`` (default) returns raw model outputs;
+    ``normalize=True`` subtracts ``v(∅)`` (one extra query at construction), shapiq's
+    convention. :meth:`evaluate` also accepts fractional ``z`` (the multilinear interpolation of
+    the masking). :attr:`n_queries` counts coalitions evaluated so far.
     """
 
     def __init__(
@@ -57,6 +57,7 @@ class MaskedGraphGame:
         *,
         batched: bool = True,
         output_index: int | None = None,
+        normalize: bool = False,
     ) -> None:
         x_t = torch.as_tensor(x)
         if x_t.ndim == 1:
@@ -67,6 +68,9 @@ class MaskedGraphGame:
             )
         if not torch.is_floating_point(x_t):
             x_t = x_t.to(torch.get_default_dtype())
+        if not bool(torch.isfinite(x_t).all()):
+            bad = torch.nonzero(~torch.isfinite(x_t).all(1)).flatten().tolist()
+            raise ValueError(f"x has non-finite (NaN/inf) features on nodes {bad[:8]}")
         n, f = x_t.shape
         if baseline is None:
             base = torch.zeros_like(x_t)
@@ -80,6 +84,8 @@ class MaskedGraphGame:
                 raise ValueError(
                     f"baseline must be a scalar, ({f},) or ({n}, {f}) to match x; got shape {tuple(base.shape)}"
                 )
+        if not bool(torch.isfinite(base).all()):
+            raise ValueError("baseline has non-finite (NaN/inf) entries")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
         ei = torch.as_tensor(edge_index, dtype=torch.long, device=x_t.device)
@@ -96,10 +102,9 @@ class MaskedGraphGame:
         self.batched = batched
         self.output_index = output_index
         self.n_queries = 0
-
-    @property
-    def n_players(self) -> int:
-        return int(self.x.shape[0])
+        super().__init__(n, normalize=False)
+        if normalize:
+            self.normalization_value = float(self.value_function(np.zeros((1, n), bool))[0])
 
     def reset_counter(self) -> None:
         self.n_queries = 0
@@ -122,8 +127,13 @@ class MaskedGraphGame:
             )
         return out.reshape(b)
 
+    def value_function(self, coalitions: np.ndarray) -> np.ndarray:
+        """shapiq's hook: ``(B, n)`` 0/1 coalitions -> ``(B,)`` raw values."""
+        return self.evaluate(coalitions)
+
     @torch.no_grad()
-    def __call__(self, coalitions: Any) -> np.ndarray:
+    def evaluate(self, coalitions: Any) -> np.ndarray:
+        """``v(z)`` for ``(B, n)`` coalitions in ``[0, 1]`` (fractional z interpolates the masking)."""
         z = np.asarray(coalitions)
         if z.ndim == 1:
             z = z[None]
@@ -149,100 +159,3 @@ class MaskedGraphGame:
             out[start : start + b] = vals.detach().cpu().double().numpy()
         self.n_queries += z.shape[0]
         return out
-
-
-# ----------------------------------------------------------------------------- exact values
-def _n_players(game: Any, n_players: int | None) -> int:
-    n = n_players if n_players is not None else getattr(game, "n_players", None)
-    if n is None:
-        raise ValueError("n_players must be given for a game without an n_players attribute")
-    if n > MAX_ENUMERATION_PLAYERS:
-        raise ValueError(
-            f"exact enumeration needs 2^n game values; n_players={n} > {MAX_ENUMERATION_PLAYERS} "
-            "is infeasible (use the surrogate)"
-        )
-    return int(n)
-
-
-def _all_values(game: Callable[[np.ndarray], Any], n: int) -> np.ndarray:
-    """``v[mask]`` for every coalition, ``mask`` an integer whose bit ``u`` is ``z_u``."""
-    masks = np.arange(2**n)
-    z = ((masks[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)  # (2^n, n)
-    return np.asarray(game(z), dtype=np.float64).reshape(2**n)
-
-
-def exact_shapley(game: Callable[[np.ndarray], Any], n_players: int | None = None) -> np.ndarray:
-    """Shapley values by enumeration of all ``2^n`` coalitions (``n ≤ 20``).
-
-        φ_u = Σ_{S ⊆ N∖{u}} |S|! (n − |S| − 1)! / n! · (v(S ∪ {u}) − v(S))
-
-    Args:
-        game: callable ``(B, n) bool -> (B,)`` (a :class:`MaskedGraphGame`, a shapiq game...).
-        n_players: needed when ``game`` has no ``n_players`` attribute.
-    """
-    n = _n_players(game, n_players)
-    v = _all_values(game, n)
-    masks = np.arange(2**n)
-    size = np.array([bin(m).count("1") for m in range(2**n)])
-    w = np.array(
-        [math.factorial(s) * math.factorial(n - s - 1) / math.factorial(n) for s in range(n)]
-    )
-    phi = np.empty(n)
-    for u in range(n):
-        without = masks[(masks >> u) & 1 == 0]
-        phi[u] = np.sum(w[size[without]] * (v[without | (1 << u)] - v[without]))
-    return phi
-
-
-def moebius_transform(values: np.ndarray, n: int) -> np.ndarray:
-    """Möbius transform ``m(S) = Σ_{T⊆S} (−1)^{|S|−|T|} v(T)`` over bitmask-indexed values."""
-    m = np.array(values, dtype=np.float64, copy=True)
-    for u in range(n):
-        bit = 1 << u
-        idx = np.arange(2**n)
-        has = idx[(idx & bit) != 0]
-        m[has] -= m[has ^ bit]
-    return m
-
-
-def exact_interactions(
-    game: Callable[[np.ndarray], Any],
-    n_players: int | None = None,
-    *,
-    index: str = "SII",
-    order: int = 2,
-    sets: Sequence[Sequence[int]] | None = None,
-) -> dict[tuple[int, ...], float]:
-    """Interaction indices of ``order`` by enumeration, through the Möbius transform ``m``:
-
-    - SII  (Grabisch–Roubens):  I(T) = Σ_{S ⊇ T} m(S) / (|S| − |T| + 1)
-    - BII  (Banzhaf):           I(T) = Σ_{S ⊇ T} m(S) / 2^{|S| − |T|}
-    - STII (Shapley–Taylor, top order k = |T|): I(T) = Σ_{S ⊇ T} m(S) / C(|S|, k)
-
-    Returns ``{T: I(T)}`` for ``sets`` (default: every subset of size ``order``).
-    """
-    if index not in ("SII", "BII", "STII"):
-        raise ValueError(f"index must be 'SII', 'BII' or 'STII'; got {index!r}")
-    n = _n_players(game, n_players)
-    m = moebius_transform(_all_values(game, n), n)
-    masks = np.arange(2**n)
-    size = np.array([bin(s).count("1") for s in range(2**n)])
-    targets = (
-        [tuple(sorted(t)) for t in sets]
-        if sets is not None
-        else list(combinations(range(n), order))
-    )
-    out = {}
-    for t in targets:
-        k = len(t)
-        tm = sum(1 << u for u in t)
-        sup = masks[(masks & tm) == tm]
-        extra = size[sup] - k
-        if index == "SII":
-            w = 1.0 / (extra + 1)
-        elif index == "BII":
-            w = 0.5**extra
-        else:
-            w = 1.0 / np.array([math.comb(int(s), k) for s in size[sup]])
-        out[t] = float(np.sum(m[sup] * w))
-    return out

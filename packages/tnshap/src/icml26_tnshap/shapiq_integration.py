@@ -1,8 +1,11 @@
 """shapiq integration: TN-SHAP-G as a shapiq ``Approximator`` returning ``InteractionValues``.
 
-Needs the ``[shapiq]`` extra. ``TNSHAPApproximator(n, edges, ...)(budget, game)`` spends
-``budget`` game evaluations fitting a graph-aligned surrogate, then reads every interaction of
-orders ``min_order..max_order`` off it, so shapiq's plots, metrics and conversions apply.
+``TNSHAPApproximator(n, edges, ...)(budget, game)`` draws ``budget`` coalitions with the
+approximator's own ``CoalitionSampler`` (so ``pairing_trick`` and ``sampling_weights`` act;
+default weights are size-uniform, the paper's sampler), fits a graph-aligned surrogate on them,
+then reads every interaction of orders ``min_order..max_order`` off it. ``k-SII`` is SII
+aggregated by shapiq itself (``InteractionValues(..., target_index="k-SII")``); ``estimated``
+is ``budget < 2**n``, so shapiq's plots, metrics and conversions apply.
 
 Conventions (checked against ``shapiq.ExactComputer`` in the tests): the empty set holds
 ``∫₀¹ ν̂(t·1) dt`` for SII, ``ν̂(½·1)`` for BII and ``ν̂(∅)`` for SV/STII; STII's orders below
@@ -11,6 +14,7 @@ Conventions (checked against ``shapiq.ExactComputer`` in the tests): the empty s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from itertools import combinations
@@ -25,7 +29,8 @@ from .surrogate import FitConfig, FitResult, GraphTN, Structure, fit_surrogate
 
 __all__ = ["TNSHAPApproximator", "to_interaction_values"]
 
-SUPPORTED = ("SV", "SII", "STII", "BII")
+SUPPORTED = ("SV", "SII", "STII", "BII")  # read off the surrogate directly
+APPROXIMATED = (*SUPPORTED, "k-SII")  # k-SII: SII aggregated by shapiq
 
 
 def _empty_value(tn: GraphTN, index: str) -> float:
@@ -45,10 +50,22 @@ def to_interaction_values(
     min_order: int = 0,
     *,
     estimation_budget: int | None = None,
+    estimated: bool = True,
 ) -> InteractionValues:
-    """All interactions of a fitted surrogate of orders ``min_order..max_order`` as shapiq values."""
+    """All interactions of a fitted surrogate of orders ``min_order..max_order`` as shapiq values.
+
+    ``index="k-SII"`` computes SII (orders 0..max_order) and hands it to ``InteractionValues``
+    with ``target_index="k-SII"``: shapiq's own aggregation (Bernoulli-number weights).
+    """
+    target = index
+    if index == "k-SII":  # SII of orders 0..max_order, aggregated by InteractionValues itself
+        index, min_order = "SII", 0
     if index not in SUPPORTED:
-        raise ValueError(f"index must be one of {SUPPORTED}; got {index!r}")
+        raise ValueError(
+            f"index must be one of {APPROXIMATED}; got {index!r} (FSII/FBII need a weighted "
+            "regression over all coalitions and are not read off the surrogate)"
+        )
+    tn.check_fitted()
     n = tn.n_players
     if index == "SV" and max_order != 1:
         raise ValueError(f"index='SV' needs max_order=1; got {max_order}")
@@ -76,8 +93,9 @@ def to_interaction_values(
         min_order=min_order,
         n_players=n,
         interaction_lookup=lookup,
-        estimated=True,
+        estimated=estimated,
         estimation_budget=estimation_budget,
+        target_index=target,
         baseline_value=float(tn.value(np.zeros((1, n)))[0]),
     )
 
@@ -89,14 +107,18 @@ class TNSHAPApproximator(Approximator):
         n: number of players (graph nodes).
         edges: the graph, as ``(E, 2)`` pairs or a ``(2, E)`` edge_index.
         max_order: highest interaction order (1 for ``index="SV"``).
-        index: ``"SV"``, ``"SII"``, ``"STII"`` or ``"BII"``.
+        index: ``"SV"``, ``"SII"``, ``"k-SII"``, ``"STII"`` or ``"BII"``.
         bond_dim, structure: passed to :class:`~icml26_tnshap.GraphTN`.
-        config: :class:`~icml26_tnshap.FitConfig` for :func:`~icml26_tnshap.fit_surrogate`.
+        config: :class:`~icml26_tnshap.FitConfig` for :func:`~icml26_tnshap.fit_surrogate`
+            (its ``seed`` is replaced by one drawn from ``random_state``).
         top_order: only the interactions of ``max_order``.
-        random_state: seeds the surrogate's initialization and the coalition sampler.
+        pairing_trick, sampling_weights: shapiq's coalition-sampler options (``sampling_weights``
+            of shape ``(n + 1,)`` over coalition sizes; default uniform over sizes, the paper's).
+        random_state: seeds the sampler, the surrogate's initialization and the minibatch order;
+            ``None`` draws fresh randomness on every call.
     """
 
-    valid_indices = SUPPORTED
+    valid_indices = APPROXIMATED  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -109,17 +131,30 @@ class TNSHAPApproximator(Approximator):
         structure: Structure = "graph",
         config: FitConfig | None = None,
         top_order: bool = False,
+        pairing_trick: bool = False,
+        sampling_weights: np.ndarray | None = None,
         random_state: int | None = None,
     ) -> None:
-        if index not in SUPPORTED:
-            raise ValueError(f"index must be one of {SUPPORTED}; got {index!r}")
+        if index not in APPROXIMATED:
+            raise ValueError(
+                f"index must be one of {APPROXIMATED}; got {index!r} (FSII/FBII need a weighted "
+                "regression over all coalitions and are not read off the surrogate)"
+            )
         if index == "SV":
             max_order = 1
+        if sampling_weights is not None:
+            sampling_weights = np.asarray(sampling_weights, dtype=np.float64)
+            if sampling_weights.shape != (n + 1,):
+                raise ValueError(
+                    f"sampling_weights must have shape (n + 1,) = ({n + 1},); got {sampling_weights.shape}"
+                )
         super().__init__(
             n,
             max_order,
-            index,
+            index,  # type: ignore[arg-type]
             top_order=top_order,
+            pairing_trick=pairing_trick,
+            sampling_weights=sampling_weights,
             random_state=random_state,
             initialize_dict=False,
         )
@@ -130,25 +165,33 @@ class TNSHAPApproximator(Approximator):
         self.last_fit: FitResult | None = None
         self.surrogate: GraphTN | None = None
 
+    def _init_sampling_weights(self) -> np.ndarray:
+        """Uniform over coalition sizes (the paper's balanced sampler); ∅ and N always drawn."""
+        return np.full(self.n + 1, 1.0 / (self.n + 1))
+
     def approximate(
         self, budget: int, game: Callable[[np.ndarray], np.ndarray], *args: Any, **kwargs: Any
     ) -> InteractionValues:
-        seed = 0 if self._random_state is None else int(self._random_state)
+        seed = int(self._rng.integers(2**31 - 1))  # fresh when random_state is None
         tn = GraphTN(
             (self.n, self.edges),
             self.bond_dim,
             structure=self.structure,
-            seed=seed,  # type: ignore[arg-type]
+            seed=seed,
         )
-        cfg = self.config or FitConfig(seed=seed)
-        self.last_fit = fit_surrogate(tn, _NPlayers(game, self.n), budget=budget, config=cfg)
+        cfg = dataclasses.replace(self.config or FitConfig(), seed=seed)
+        self.last_fit = fit_surrogate(
+            tn, _NPlayers(game, self.n), budget=budget, sampler=self._sampler, config=cfg
+        )
         self.surrogate = tn
+        used = self.last_fit.n_queries
         return to_interaction_values(
             tn,
             self.index,
             self.max_order,
             self.min_order,
-            estimation_budget=self.last_fit.n_queries,
+            estimation_budget=used,
+            estimated=not (self.n < 63 and self.last_fit.n_train >= 2**self.n),
         )
 
 
@@ -157,6 +200,9 @@ class _NPlayers:
 
     def __init__(self, game: Callable[[np.ndarray], np.ndarray], n: int) -> None:
         self.game, self.n_players = game, n
+        gn = getattr(game, "n_players", None)
+        if gn is not None and int(gn) != n:
+            raise ValueError(f"game has {gn} players but the approximator was built for n={n}")
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
         return np.asarray(self.game(np.asarray(z, dtype=bool)), dtype=np.float64)

@@ -32,10 +32,29 @@ from icml26_kernels.tensornet import (
 )
 from torch import nn
 
-__all__ = ["FitConfig", "FitResult", "GraphTN", "fit_surrogate", "size_uniform_sampler"]
+__all__ = ["FitConfig", "FitResult", "GraphTN", "fit_surrogate"]
 
 Structure = Literal["graph", "tree", "spanning_tree", "chain"]
 _STRUCTURES = ("graph", "tree", "spanning_tree", "chain")
+
+
+def _warn_self_loops(edges: Any, as_edge_index: bool | None) -> None:
+    arr = edges.detach().cpu().numpy() if hasattr(edges, "detach") else np.asarray(edges)
+    if arr.size == 0 or arr.ndim != 2:
+        return
+    pairs = (
+        arr.T
+        if (as_edge_index or (as_edge_index is None and arr.shape[0] == 2 and arr.shape[1] != 2))
+        else arr
+    )
+    loops = sorted({int(u) for u, v in pairs if u == v})
+    if loops:
+        warnings.warn(
+            f"self-loops on nodes {loops[:8]} carry no bond in the surrogate (a node already has "
+            "one core); the model still sees them through the game",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _graph_parts(graph: Any, n_nodes: int | None) -> tuple[int, Any, bool | None]:
@@ -73,6 +92,8 @@ class GraphTN(nn.Module):
     """
 
     shift: torch.Tensor  # μ (buffer)
+    anchors: torch.Tensor  # (α, β) buffer: weights of the anchor terms Π(1 − z_u), Π z_u
+    fitted: torch.Tensor  # bool buffer: set by fit_surrogate (or by hand), saved in state_dict
     scale: torch.Tensor  # σ (buffer)
 
     def __init__(
@@ -99,6 +120,7 @@ class GraphTN(nn.Module):
             base = graph.with_bond_dim(int(bond_dim))
         else:
             n, edges, as_ei = _graph_parts(graph, n_nodes)
+            _warn_self_loops(edges, as_ei)
             base = GraphTopology.from_edges(n, edges, int(bond_dim), edge_index=as_ei)
         if structure == "graph":
             if not base.is_connected:
@@ -121,6 +143,17 @@ class GraphTN(nn.Module):
         self.cores = nn.ParameterList([nn.Parameter(torch.tensor(c, dtype=dtype)) for c in cores])
         self.register_buffer("shift", torch.zeros((), dtype=dtype))  # μ
         self.register_buffer("scale", torch.ones((), dtype=dtype))  # σ
+        self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
+        self.register_buffer("anchors", torch.zeros(2, dtype=dtype))  # (α, β), see raw()
+
+    def check_fitted(self) -> None:
+        """Raise unless the surrogate was fitted (``fit_surrogate``) or marked by hand
+        (``tn.fitted.fill_(True)`` after setting the cores yourself)."""
+        if not bool(self.fitted):
+            raise RuntimeError(
+                "the surrogate has not been fitted: call fit_surrogate(tn, game, budget) first "
+                "(or tn.fitted.fill_(True) after setting the cores yourself)"
+            )
 
     @property
     def n_players(self) -> int:
@@ -131,13 +164,20 @@ class GraphTN(nn.Module):
         return self.topology.n_params
 
     def raw(self, z: torch.Tensor, *, max_batch: int | None = 4096) -> torch.Tensor:
-        """The network without ``μ, σ``: ``(B, n) -> (B,)``."""
-        return contract(
-            self.topology, list(self.cores), multilinear_vectors(z), max_batch=max_batch
-        )
+        """The standardized surrogate ``TN(z) + α Π_u (1 − z_u) + β Π_u z_u``: ``(B, n) -> (B,)``.
+
+        The two anchor terms are rank-1 networks (together: a graph-aligned network of bond
+        dimension χ + 2, block diagonal) that vanish on every binary coalition except ∅ and N;
+        ``fit_surrogate`` sets ``(α, β)`` so the surrogate interpolates ``v(∅)`` and ``v(N)``.
+        """
+        out = contract(self.topology, list(self.cores), multilinear_vectors(z), max_batch=max_batch)
+        a0, a1 = self.anchors[0], self.anchors[1]
+        if bool(a0 != 0) or bool(a1 != 0):
+            out = out + a0 * torch.prod(1 - z, dim=1) + a1 * torch.prod(z, dim=1)
+        return out
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``ν̂(z) = μ + σ · TN(z)`` for ``z (B, n)`` in ``[0, 1]``."""
+        """``ν̂(z) = μ + σ · raw(z)`` for ``z (B, n)`` in ``[0, 1]``."""
         z = torch.as_tensor(z, dtype=self.shift.dtype)
         if z.ndim != 2 or z.shape[1] != self.n_players:
             raise ValueError(f"z must have shape (B, {self.n_players}); got {tuple(z.shape)}")
@@ -167,69 +207,66 @@ def _dfs_order(topo: GraphTopology) -> list[int]:
     return order
 
 
-# ----------------------------------------------------------------------------- sampling
-def size_uniform_sampler(n: int, m: int, rng: np.random.Generator) -> np.ndarray:
-    """``m`` distinct coalitions ``(m, n)`` bool: size ``k ~ U{0..n}``, then a uniform subset.
-
-    Uniform over sizes (not over subsets) puts mass on the small and large coalitions that
-    dominate the Shapley weights. When ``m ≥ 2^n`` every coalition is returned once.
-    """
-    if n <= 20 and m >= 2**n:
-        masks = np.arange(2**n)
-        return ((masks[:, None] >> np.arange(n)[None, :]) & 1).astype(bool)
-    seen: set[bytes] = set()
-    out: list[np.ndarray] = []
-    tries = 0
-    while len(out) < m:
-        tries += 1
-        if tries > 200 * m:  # sizes near 0/n exhausted; fill with uniform random subsets
-            row = rng.random(n) < 0.5
-        else:
-            k = int(rng.integers(0, n + 1))
-            row = np.zeros(n, dtype=bool)
-            row[rng.choice(n, size=k, replace=False)] = True
-        key = np.packbits(row).tobytes()
-        if key not in seen:
-            seen.add(key)
-            out.append(row)
-    return np.stack(out)
-
-
 # ----------------------------------------------------------------------------- fitting
 @dataclass
 class FitConfig:
-    """Training recipe; defaults follow the paper's released configuration unless noted."""
+    """Training recipe. ``FitConfig()`` is the fast default; ``FitConfig.paper()`` the released code's.
 
-    solver: Literal["adam", "lbfgs", "als"] = "adam"  # paper: Adam; lbfgs/als: our additions
-    val_fraction: float = 1 / 6  # 500 train + 100 validation coalitions at budget 600
-    lr: float = 1e-2  # Adam learning rate
-    weight_decay: float = 1e-5  # Adam weight decay (a weak prior for small budgets)
-    epochs: int = 100  # Adam epochs over the training set
-    batch_size: int = 32  # Adam minibatch
-    lr_factor: float = 0.5  # ReduceLROnPlateau factor
+    Validation rule: validation coalitions are never carved out of ``budget``. With
+    ``val_queries = 0`` (default) every one of the ``budget`` queries trains the surrogate and the
+    solver runs its fixed schedule (no early stopping); ``val_queries = k > 0`` buys ``k`` extra
+    queries (the released code: 500 training + 100 extra validation) on which the best epoch is
+    kept; ``FitResult.n_queries`` counts both.
+    """
+
+    solver: Literal["auto", "adam", "lbfgs", "als"] = "auto"  # auto: see fit_surrogate
+    batch_size: int | None = None  # Adam minibatch; None = full batch (one step per epoch)
+    epochs: int = 300  # Adam epochs (steps when full batch)
+    lr: float = 1e-2  # Adam learning rate (cosine decay to 0 without validation)
+    weight_decay: float = 1e-5  # L2 on the cores (Adam: decoupled from the loss scale as in torch)
+    lr_factor: float = 0.5  # ReduceLROnPlateau factor (only with validation queries)
     lr_patience: int = 5  # ReduceLROnPlateau patience (epochs)
     early_stopping: int = 10  # stop after this many epochs without validation improvement
-    lbfgs_iters: int = 2000  # L-BFGS: full-batch iterations (strong-Wolfe line search)
+    val_queries: int = 0  # extra validation queries beyond the budget (paper's code: 100)
+    extreme_weight: float = 1.0  # loss weight of ∅ and N relative to the other coalitions
+    pin_extremes: bool = True  # anchor terms make ν̂(0) = v(∅), ν̂(1) = v(N) exactly (efficiency)
+    lbfgs_iters: int = 150  # L-BFGS: full-batch iterations (strong-Wolfe line search)
     als_sweeps: int = 30  # ALS: forward+backward sweeps over the cores
-    als_ridge: float = 1e-6  # ALS: ridge on each core solve (removes gauge null directions)
+    als_ridge: float = 1e-3  # ALS: ridge on each core solve (relative to the Gram trace)
     als_tol: float = 1e-12  # ALS: stop when the training MSE falls below this
-    include_extremes: bool = True  # always query ∅ and N: pins ν̂(0), ν̂(1) hence Σφ (efficiency)
     standardize: bool = True  # fit (y − μ)/σ and store μ, σ in the surrogate
-    seed: int = 0  # sampler and minibatch order
+    seed: int | None = 0  # sampler and minibatch order; None = fresh randomness
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> FitConfig:
+        """The released code's recipe: Adam (lr 1e-2, wd 1e-5, 100 epochs, batch 32),
+        ReduceLROnPlateau (0.5, 5), early stopping (10) on 100 extra validation queries,
+        unweighted MSE."""
+        base: dict[str, Any] = dict(
+            solver="adam",
+            batch_size=32,
+            epochs=100,
+            lr=1e-2,
+            val_queries=100,
+            pin_extremes=False,
+        )
+        base.update(overrides)
+        return cls(**base)
 
 
 @dataclass
 class FitResult:
     """What :func:`fit_surrogate` did."""
 
-    n_queries: int
+    n_queries: int  # training + validation queries
     n_train: int
     n_val: int
     train_mse: float  # on the original scale
-    val_mse: float  # on the original scale (train set when there is no validation split)
-    val_r2: float
+    val_mse: float  # on the original scale (nan without validation queries)
+    val_r2: float  # nan without validation queries
     epochs: int
-    history: list[float] = field(default_factory=list)  # validation MSE per epoch / sweep
+    history: list[float] = field(default_factory=list)  # loss per epoch / sweep (validation if any)
+    solver: str = ""  # the solver that ran ("auto" resolved)
 
 
 def _game_n(game: Any, tn: GraphTN) -> int:
@@ -239,139 +276,253 @@ def _game_n(game: Any, tn: GraphTN) -> int:
     return tn.n_players
 
 
+def _check_config(cfg: FitConfig) -> None:
+    if cfg.solver not in ("auto", "adam", "lbfgs", "als"):
+        raise ValueError(
+            f"config.solver must be 'auto', 'adam', 'lbfgs' or 'als'; got {cfg.solver!r}"
+        )
+    if not isinstance(cfg.val_queries, (int, np.integer)) or cfg.val_queries < 0:
+        raise ValueError(f"config.val_queries must be an integer >= 0; got {cfg.val_queries!r}")
+    if cfg.batch_size is not None and (
+        not isinstance(cfg.batch_size, (int, np.integer)) or cfg.batch_size < 1
+    ):
+        raise ValueError(
+            f"config.batch_size must be None or an integer >= 1; got {cfg.batch_size!r}"
+        )
+    if not isinstance(cfg.epochs, (int, np.integer)) or cfg.epochs < 1:
+        raise ValueError(f"config.epochs must be an integer >= 1; got {cfg.epochs!r}")
+    if not (cfg.lr > 0 and math.isfinite(cfg.lr)):
+        raise ValueError(f"config.lr must be a positive finite number; got {cfg.lr!r}")
+    if not (cfg.extreme_weight > 0 and math.isfinite(cfg.extreme_weight)):
+        raise ValueError(
+            f"config.extreme_weight must be positive and finite; got {cfg.extreme_weight!r}"
+        )
+    if cfg.weight_decay < 0 or cfg.als_ridge < 0:
+        raise ValueError("config.weight_decay and config.als_ridge must be >= 0")
+
+
+def _default_sampler(n: int, seed: int | None) -> Any:
+    """shapiq's ``CoalitionSampler`` with size-uniform weights (the paper's balanced sampler)."""
+    from shapiq.approximator.sampling import CoalitionSampler
+
+    return CoalitionSampler(n, np.ones(n + 1), random_state=seed)
+
+
+def _draw(sampler: Any, n: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    if hasattr(sampler, "sample") and hasattr(sampler, "coalitions_matrix"):  # CoalitionSampler
+        if int(getattr(sampler, "n", n)) != n:
+            raise ValueError(f"sampler has {sampler.n} players but the surrogate has {n} nodes")
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sampling might be inefficient")
+            sampler.sample(m)
+        z = np.asarray(sampler.coalitions_matrix, dtype=bool)
+    elif callable(sampler):
+        z = np.asarray(sampler(n, m, rng), dtype=bool)
+    else:
+        raise ValueError(
+            f"sampler must be None, a shapiq CoalitionSampler or a callable (n, m, rng); got {sampler!r}"
+        )
+    if z.ndim != 2 or z.shape[1] != n:
+        raise ValueError(f"sampler must return (m, {n}) coalitions; got {z.shape}")
+    return z
+
+
 def fit_surrogate(
     tn: GraphTN,
     game: Callable[[np.ndarray], Any],
-    budget: int = 600,
-    sampler: str | Callable[[int, int, np.random.Generator], np.ndarray] = "size_uniform",
+    budget: int = 500,
+    sampler: Any = None,
     config: FitConfig | None = None,
 ) -> FitResult:
-    """Fit ``tn`` to ``game`` from ``budget`` oracle queries (training + validation).
+    """Fit ``tn`` to ``game`` from ``budget`` training queries (plus ``config.val_queries``).
+
+    Minimizes the weighted, standardized squared error
+
+        L(θ) = Σ_i w_i (TN_θ(z_i) − (v(z_i) − μ)/σ)² / Σ_i w_i,   w = extreme_weight on ∅ and N,
+
+    then (``pin_extremes``) sets the two anchor terms of :class:`GraphTN` so that ``ν̂(0) = v(∅)``
+    and ``ν̂(1) = v(N)`` exactly; hence ``Σ_u φ_u = v(N) − v(∅)`` for the game itself
+    (efficiency), whatever the solver reached.
 
     Args:
-        tn: the surrogate (modified in place; its best-validation state is kept).
-        game: ``(B, n) bool -> (B,)`` oracle, e.g. a :class:`MaskedGraphGame`.
-        budget: total number of coalitions queried (≥ 2).
-        sampler: ``"size_uniform"`` or a callable ``(n, m, rng) -> (m, n) bool``.
+        tn: the surrogate (modified in place and marked fitted).
+        game: ``(B, n) bool -> (B,)`` oracle, e.g. a :class:`MaskedGraphGame` or any shapiq game.
+        budget: training coalitions queried (≥ 2); ∅ and N are always among them. At most 2^n:
+            a larger budget is capped with a ``UserWarning``.
+        sampler: ``None`` (shapiq ``CoalitionSampler`` with size-uniform weights, the paper's
+            sampler), a ``CoalitionSampler`` (its ``sampling_weights`` / ``pairing_trick`` are
+            used as given), or a callable ``(n, m, rng) -> (m, n) bool``.
         config: :class:`FitConfig`.
 
-    A ``UserWarning`` says when ``budget`` is below the number of free parameters (cores minus
-    the ``χ²`` gauge freedom of each bond) and below ``2^n``: the least-squares problem is then
-    under-determined and the fit leans on weight decay and early stopping.
+    ``solver="auto"`` (default): full-batch L-BFGS when the training queries are at least twice
+    the surrogate's free parameters (cores minus the ``χ²`` gauge freedom of each bond) or all
+    ``2^n`` coalitions (the problem is well determined, so converge), full-batch Adam (300 steps
+    from the near-constant initialization, an implicit regularizer) otherwise; near the
+    threshold (budget ≈ free parameters) L-BFGS amplifies noise. A ``UserWarning`` says when ``budget`` is below the
+    free parameters and below ``2^n``: the fit then leans on the initialization and weight decay.
     """
     cfg = config or FitConfig()
+    _check_config(cfg)
     n = _game_n(game, tn)
-    if not isinstance(budget, (int, np.integer)) or budget < 2:
-        raise ValueError(f"budget must be an integer >= 2 (training + validation); got {budget!r}")
-    if not 0.0 <= cfg.val_fraction < 1.0:
-        raise ValueError(f"config.val_fraction must be in [0, 1); got {cfg.val_fraction}")
-    if cfg.solver not in ("adam", "lbfgs", "als"):
-        raise ValueError(f"config.solver must be 'adam', 'lbfgs' or 'als'; got {cfg.solver!r}")
-    sample: Callable[[int, int, np.random.Generator], np.ndarray]
-    if sampler == "size_uniform":
-        sample = size_uniform_sampler
-    elif callable(sampler):
-        sample = sampler
-    else:
-        raise ValueError(f"sampler must be 'size_uniform' or a callable; got {sampler!r}")
+    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool) or budget < 2:
+        raise ValueError(
+            f"budget must be an integer >= 2 (∅ and N are always queried); got {budget!r}"
+        )
+    if n < 63 and budget > 2**n:
+        warnings.warn(
+            f"budget={budget} exceeds the 2^n = {2**n} distinct coalitions of {n} players; "
+            f"using {2**n} queries",
+            UserWarning,
+            stacklevel=2,
+        )
+        budget = 2**n
+    if sampler is not None and not callable(sampler) and not hasattr(sampler, "sample"):
+        raise ValueError(
+            f"sampler must be None, a shapiq CoalitionSampler or a callable (n, m, rng); got {sampler!r}"
+        )
     dof = tn.n_params - sum(c * c for c in tn.topology.bond_dims)  # minus the gauge freedom
     if budget < dof and (n > 20 or budget < 2**n):
         warnings.warn(
             f"budget={budget} is smaller than the surrogate's ~{dof} free parameters: the fit is "
-            "under-determined (ill-posed) and relies on weight decay / early stopping; lower "
-            "bond_dim or raise the budget",
+            "under-determined (ill-posed) and relies on the initialization and weight decay; "
+            "lower bond_dim or raise the budget",
             UserWarning,
             stacklevel=2,
         )
     rng = np.random.default_rng(cfg.seed)
-    z = np.asarray(sample(n, int(budget), rng), dtype=bool)
-    if z.ndim != 2 or z.shape[1] != n:
-        raise ValueError(f"sampler must return (m, {n}) coalitions; got {z.shape}")
-    if cfg.include_extremes and len(z) >= 2:
-        rows = {np.packbits(r).tobytes() for r in z}
-        for extreme in (np.zeros(n, bool), np.ones(n, bool)):
-            if np.packbits(extreme).tobytes() not in rows:
-                # replace a random non-extreme row so the budget is kept
-                free = np.flatnonzero((z.sum(1) > 0) & (z.sum(1) < n))
-                z[rng.choice(free)] = extreme
-    y = np.asarray(game(z), dtype=np.float64).reshape(-1)
-    if y.shape[0] != z.shape[0] or not np.all(np.isfinite(y)):
-        raise ValueError("game must return one finite value per coalition")
-    n_val = round(cfg.val_fraction * len(z)) if len(z) >= 4 else 0
+    smp = _default_sampler(n, cfg.seed) if sampler is None else sampler
+    z = _draw(smp, n, int(budget), rng)
     sizes = z.sum(1)
-    pinned = (sizes == 0) | (sizes == n) if cfg.include_extremes else np.zeros(len(z), bool)
-    others = rng.permutation(np.flatnonzero(~pinned))  # ∅ and N always stay in training
-    n_val = min(n_val, len(others))
-    va = others[:n_val]
-    tr = np.concatenate([others[n_val:], np.flatnonzero(pinned)])
-    mu = float(y[tr].mean()) if cfg.standardize else 0.0
-    sd = float(y[tr].std()) if cfg.standardize else 1.0
-    sd = sd if sd > 1e-12 else 1.0
+    for extreme, size in ((np.zeros(n, bool), 0), (np.ones(n, bool), n)):
+        if not (sizes == size).any():  # a custom sampler without ∅ / N: replace a random row
+            free = np.flatnonzero((sizes > 0) & (sizes < n))
+            z[rng.choice(free)] = extreme
+            sizes = z.sum(1)
+    z_val = np.zeros((0, n), bool)
+    if cfg.val_queries:
+        vs = _default_sampler(n, None if cfg.seed is None else cfg.seed + 1)
+        z_val = _draw(vs, n, min(int(cfg.val_queries) + 2, 2**n if n < 63 else 2**62), rng)
+        z_val = z_val[(z_val.sum(1) > 0) & (z_val.sum(1) < n)][: cfg.val_queries]
+    y_all = np.asarray(game(np.concatenate([z, z_val])), dtype=np.float64).reshape(-1)
+    if y_all.shape[0] != len(z) + len(z_val):
+        raise ValueError(f"game must return one value per coalition; got shape {y_all.shape}")
+    if not np.all(np.isfinite(y_all)):
+        raise ValueError(
+            f"game returned {int((~np.isfinite(y_all)).sum())} non-finite values (NaN/inf); "
+            "check the model and its inputs"
+        )
+    y, y_val = y_all[: len(z)], y_all[len(z) :]
+    mu = float(y.mean()) if cfg.standardize else 0.0
+    sd = float(y.std()) if cfg.standardize else 1.0
+    sd = sd if sd > 1e-12 * max(1.0, abs(mu)) else 1.0
     dtype = tn.shift.dtype
     with torch.no_grad():
+        tn.anchors.zero_()
+        tn.fitted.fill_(False)
         tn.shift.fill_(mu)
         tn.scale.fill_(sd)
-    zt = torch.as_tensor(z, dtype=dtype)
-    yt = torch.as_tensor((y - mu) / sd, dtype=dtype)
-    z_tr, y_tr = zt[tr], yt[tr]
-    z_va, y_va = (zt[va], yt[va]) if n_val else (z_tr, y_tr)
-    if cfg.solver == "adam":
-        epochs, history = _fit_adam(tn, z_tr, y_tr, z_va, y_va, cfg)
-    elif cfg.solver == "lbfgs":
-        epochs, history = _fit_lbfgs(tn, z_tr, y_tr, z_va, y_va, cfg)
+    z_tr = torch.as_tensor(z, dtype=dtype)
+    y_tr = torch.as_tensor((y - mu) / sd, dtype=dtype)
+    w_tr = torch.ones(len(z), dtype=dtype)
+    w_tr[torch.as_tensor((sizes == 0) | (sizes == n))] = cfg.extreme_weight
+    val = (
+        (torch.as_tensor(z_val, dtype=dtype), torch.as_tensor((y_val - mu) / sd, dtype=dtype))
+        if len(z_val)
+        else None
+    )
+    solver = cfg.solver
+    if solver == "auto":
+        solver = "lbfgs" if len(z) >= 2 * dof or (n < 63 and len(z) == 2**n) else "adam"
+    if solver == "adam":
+        epochs, history = _fit_adam(tn, z_tr, y_tr, w_tr, val, cfg)
+    elif solver == "lbfgs":
+        epochs, history = _fit_lbfgs(tn, z_tr, y_tr, w_tr, val, cfg)
     else:
-        epochs, history = _fit_als(tn, z_tr, y_tr, z_va, y_va, cfg)
+        epochs, history = _fit_als(tn, z_tr, y_tr, w_tr, val, cfg)
     with torch.no_grad():
+        if cfg.pin_extremes:  # ν̂ = μ + σ (TN + α Π(1 − z) + β Π z) exact at ∅ and N
+            ends = torch.stack([torch.zeros(n, dtype=dtype), torch.ones(n, dtype=dtype)])
+            tn.anchors.zero_()
+            te = tn.raw(ends)
+            y0 = (float(y[sizes == 0][0]) - mu) / sd
+            y1 = (float(y[sizes == n][0]) - mu) / sd
+            tn.anchors.copy_(torch.stack([y0 - te[0], y1 - te[1]]))
+        tn.fitted.fill_(True)
         tr_mse = float(((tn.raw(z_tr) - y_tr) ** 2).mean()) * sd**2
-        va_mse = float(((tn.raw(z_va) - y_va) ** 2).mean()) * sd**2
-        var = float(y_va.var(unbiased=False)) * sd**2
-    r2 = 1.0 - va_mse / var if var > 0 else float("nan")
+        if val is not None:
+            va_mse = float(((tn.raw(val[0]) - val[1]) ** 2).mean()) * sd**2
+            var = float(val[1].var(unbiased=False)) * sd**2
+            r2 = 1.0 - va_mse / var if var > 0 else float("nan")
+        else:
+            va_mse = r2 = float("nan")
     return FitResult(
-        n_queries=len(z),
-        n_train=len(tr),
-        n_val=n_val,
+        n_queries=len(z) + len(z_val),
+        n_train=len(z),
+        n_val=len(z_val),
         train_mse=tr_mse,
         val_mse=va_mse,
         val_r2=r2,
         epochs=epochs,
         history=history,
+        solver=solver,
     )
+
+
+def _wmse(tn: GraphTN, z: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (w * (tn.raw(z) - y) ** 2).sum() / w.sum()
 
 
 def _fit_adam(
     tn: GraphTN,
     z_tr: torch.Tensor,
     y_tr: torch.Tensor,
-    z_va: torch.Tensor,
-    y_va: torch.Tensor,
+    w_tr: torch.Tensor,
+    val: tuple[torch.Tensor, torch.Tensor] | None,
     cfg: FitConfig,
 ) -> tuple[int, list[float]]:
+    """Adam on the weighted loss. Without validation queries: a fixed number of epochs (cosine
+    learning-rate decay to 0, last state kept). With them: the released code's
+    ReduceLROnPlateau + early stopping, best validation state kept."""
     opt = torch.optim.Adam(tn.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
-        opt, factor=cfg.lr_factor, patience=cfg.lr_patience
-    )
-    gen = torch.Generator().manual_seed(cfg.seed)
+    sched: Any
+    if val is None:
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs)
+    else:
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, factor=cfg.lr_factor, patience=cfg.lr_patience
+        )
+    gen = torch.Generator()
+    if cfg.seed is not None:
+        gen.manual_seed(cfg.seed)
+    else:
+        gen.seed()
+    bs = cfg.batch_size or len(z_tr)
     best, best_state, bad, history = math.inf, copy.deepcopy(tn.state_dict()), 0, []
     epoch = 0
     for epoch in range(1, cfg.epochs + 1):  # noqa: B007  (epoch is reported)
-        order = torch.randperm(len(z_tr), generator=gen)
-        for i in range(0, len(order), cfg.batch_size):
-            idx = order[i : i + cfg.batch_size]
+        order = torch.randperm(len(z_tr), generator=gen) if bs < len(z_tr) else None
+        for i in range(0, len(z_tr), bs):
+            idx = order[i : i + bs] if order is not None else slice(None)
             opt.zero_grad()
-            loss = ((tn.raw(z_tr[idx]) - y_tr[idx]) ** 2).mean()
+            loss = _wmse(tn, z_tr[idx], y_tr[idx], w_tr[idx])
             loss.backward()
             opt.step()
+        if val is None:
+            history.append(float(loss.detach()))
+            sched.step()
+            continue
         with torch.no_grad():
-            val = float(((tn.raw(z_va) - y_va) ** 2).mean())
-        history.append(val)
-        sched.step(val)
-        if val < best - 1e-12:
-            best, best_state, bad = val, copy.deepcopy(tn.state_dict()), 0
+            v = float(((tn.raw(val[0]) - val[1]) ** 2).mean())
+        history.append(v)
+        sched.step(v)
+        if v < best - 1e-12:
+            best, best_state, bad = v, copy.deepcopy(tn.state_dict()), 0
         else:
             bad += 1
             if bad >= cfg.early_stopping:
                 break
-    tn.load_state_dict(best_state)
+    if val is not None:
+        tn.load_state_dict(best_state)
     return epoch, history
 
 
@@ -379,11 +530,11 @@ def _fit_lbfgs(
     tn: GraphTN,
     z_tr: torch.Tensor,
     y_tr: torch.Tensor,
-    z_va: torch.Tensor,
-    y_va: torch.Tensor,
+    w_tr: torch.Tensor,
+    val: tuple[torch.Tensor, torch.Tensor] | None,
     cfg: FitConfig,
 ) -> tuple[int, list[float]]:
-    """Full-batch L-BFGS on ``mean (TN(z) − y)² + weight_decay · ||θ||² / 2``.
+    """Full-batch L-BFGS on ``L(θ) + weight_decay · ||θ||² / 2``.
 
     Second-order information lets an exactly representable game be recovered to ~1e-6 (Adam
     stalls around 1e-3); used by the closed-form tests and for large budgets.
@@ -398,11 +549,10 @@ def _fit_lbfgs(
         history_size=50,
         line_search_fn="strong_wolfe",
     )
-    history: list[float] = []
 
     def closure() -> torch.Tensor:
         opt.zero_grad()
-        loss = ((tn.raw(z_tr) - y_tr) ** 2).mean()
+        loss = _wmse(tn, z_tr, y_tr, w_tr)
         if cfg.weight_decay:
             loss = loss + 0.5 * cfg.weight_decay * sum((p**2).sum() for p in params)
         loss.backward()
@@ -410,7 +560,8 @@ def _fit_lbfgs(
 
     opt.step(closure)
     with torch.no_grad():
-        history.append(float(((tn.raw(z_va) - y_va) ** 2).mean()))
+        ref = val if val is not None else (z_tr, y_tr)
+        history = [float(((tn.raw(ref[0]) - ref[1]) ** 2).mean())]
     return int(opt.state[params[0]].get("n_iter", 0)), history
 
 
@@ -419,12 +570,13 @@ def _fit_als(
     tn: GraphTN,
     z_tr: torch.Tensor,
     y_tr: torch.Tensor,
-    z_va: torch.Tensor,
-    y_va: torch.Tensor,
+    w_tr: torch.Tensor,
+    val: tuple[torch.Tensor, torch.Tensor] | None,
     cfg: FitConfig,
 ) -> tuple[int, list[float]]:
     """Alternating least squares: ν̂ is linear in each core, ``ν̂(z_i) = <E_u(z_i), A^(u)>``, so
-    each core is set to ``argmin ||D a − y||² + λ||a||²`` with ``D`` the environment rows."""
+    each core is set to ``argmin Σ_i w_i (D_i a − y_i)² + λ||a||²`` with ``D`` the environment
+    rows. With validation queries the best sweep is kept, otherwise the last."""
     topo = tn.topology
     vec_tr = multilinear_vectors(z_tr)
     order = list(range(topo.n_nodes))
@@ -436,17 +588,20 @@ def _fit_als(
             d = environment(topo, cores, vec_tr, u, max_batch=4096).reshape(
                 len(z_tr), -1
             )  # (N, P_u)
-            gram = d.T @ d
+            dw = d * w_tr[:, None]
+            gram = d.T @ dw
             lam = cfg.als_ridge * (float(torch.trace(gram)) / gram.shape[0] + 1e-30)
             a = torch.linalg.solve(
-                gram + lam * torch.eye(gram.shape[0], dtype=gram.dtype), d.T @ y_tr
+                gram + lam * torch.eye(gram.shape[0], dtype=gram.dtype), dw.T @ y_tr
             )
             tn.cores[u].copy_(a.reshape(tn.cores[u].shape))
-        val = float(((tn.raw(z_va) - y_va) ** 2).mean())
-        history.append(val)
-        if val < best:
-            best, best_state = val, copy.deepcopy(tn.state_dict())
+        ref = val if val is not None else (z_tr, y_tr)
+        v = float(((tn.raw(ref[0]) - ref[1]) ** 2).mean())
+        history.append(v)
+        if val is not None and v < best:
+            best, best_state = v, copy.deepcopy(tn.state_dict())
         if float(((tn.raw(z_tr) - y_tr) ** 2).mean()) < cfg.als_tol:
             break
-    tn.load_state_dict(best_state)
+    if val is not None:
+        tn.load_state_dict(best_state)
     return sweep, history

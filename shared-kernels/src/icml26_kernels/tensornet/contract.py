@@ -280,9 +280,18 @@ def _ones_like(vectors: Any, b: int) -> Any:
     return np.ones(b)
 
 
+@functools.lru_cache(maxsize=512)
+def _expression(
+    eq: str, shapes: tuple[tuple[int, ...], ...], path: tuple[tuple[int, ...], ...]
+) -> Any:
+    """A reusable opt_einsum ``ContractExpression`` (no per-call equation parsing / path check)."""
+    return _require_oe().contract_expression(eq, *shapes, optimize=[tuple(p) for p in path])
+
+
 def _contract_sliced(o: Any, plan: ContractionPlan, ops: list[Any]) -> Any:
+    expr = _expression(plan.equation, plan.shapes, plan.path)
     if not plan.sliced:
-        return o.contract(plan.equation, *ops, optimize=list(plan.path))
+        return expr(*ops)
     inputs = plan.equation.split("->")[0].split(",")
     dims = {}
     for term, op in zip(inputs, ops):
@@ -299,7 +308,7 @@ def _contract_sliced(o: Any, plan: ContractionPlan, ops: list[Any]) -> Any:
                 )
                 op = op[idx]
             sl_ops.append(op)
-        part = o.contract(plan.equation, *sl_ops, optimize=list(plan.path))
+        part = expr(*sl_ops)
         total = part if total is None else total + part
     return total
 
