@@ -21,6 +21,13 @@ are padded to whole blocks so a block never holds two documents.
   offset changes (once per document) and always from the original Q, so rounding error does
   not accumulate along the table.
 
+Plan / run split (as FlashInfer's ``plan``/``run``): :func:`plan_paged` validates a block table
+once per request step (block indices in the pool, left packing, no all-padding block), counts
+the used entries per row, finds the largest offset and builds the cos/sin table; every host
+read (device→host sync) happens there. ``paged_prefill(..., plan=plan)`` / ``paged_decode``
+then check only shapes and dtypes (host metadata) and launch: the per-layer path reads nothing
+back from the device. Without ``plan=`` each call plans for itself (convenient, not sync-free).
+
 Each has a torch reference (``*_ref``) that gathers the blocks and spells out the maths; the
 Triton kernels are checked against them (``TRITON_INTERPRET=1`` on the CPU, compiled on CUDA).
 """
@@ -28,6 +35,7 @@ Triton kernels are checked against them (``TRITON_INTERPRET=1`` on the CPU, comp
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -41,7 +49,14 @@ try:
 except ImportError:  # pragma: no cover - the [torch] extra has no triton
     triton = None
 
-__all__ = ["paged_decode", "paged_decode_ref", "paged_prefill", "paged_prefill_ref"]
+__all__ = [
+    "PagedPlan",
+    "paged_decode",
+    "paged_decode_ref",
+    "paged_prefill",
+    "paged_prefill_ref",
+    "plan_paged",
+]
 
 
 # ----------------------------------------------------------------------------- validation
@@ -87,28 +102,119 @@ def _check_common(
         raise ValueError(
             f"block_table has {block_table.shape[0]} rows but q has batch {q.shape[0]}"
         )
-    ids, _, _, used = unpack_block_table(block_table)
-    n_used = used.sum(1, keepdim=True)
-    if not torch.equal(used, torch.arange(used.shape[1], device=used.device)[None, :] < n_used):
+
+
+@dataclass(frozen=True)
+class PagedPlan:
+    """Everything the kernels need to know about a block table, computed once per step.
+
+    Built by :func:`plan_paged` (which validates the table; all host reads happen there) and
+    passed to :func:`paged_prefill` / :func:`paged_decode` for every layer.
+    """
+
+    block_table: torch.Tensor  # (B, M) int64 packed entries, on the compute device
+    n_blocks: torch.Tensor  # (B,) int32 used entries per row, on the device
+    n_blocks_host: tuple[int, ...]  # the same on the host (the torch path slices rows with it)
+    block_size: int  # pool block size the table was validated against
+    n_pool_blocks: int  # pool rows the table was validated against
+    max_offset: int  # largest Δ of any used entry (0 for an empty table)
+    cos: torch.Tensor  # (P >= max_offset + 1, r/2) cos table indexed by Δ
+    sin: torch.Tensor  # (P, r/2)
+    cfg: RopeConfig
+
+
+def plan_paged(
+    block_table: torch.Tensor,
+    *,
+    block_size: int,
+    n_pool_blocks: int,
+    cfg: RopeConfig,
+    table: tuple[torch.Tensor, torch.Tensor] | None = None,
+    dtype: torch.dtype = torch.float32,
+    need_blocks: bool = False,
+) -> PagedPlan:
+    """Validate a packed ``block_table (B, M)`` once and precompute what every layer reuses.
+
+    Checks (each a clear ``ValueError``/``TypeError`` naming the argument): int64 2-D table;
+    left-packed rows (used entries, then zeros); block index ``< n_pool_blocks``; pad
+    ``< block_size`` (a block that is all padding would score nothing: NaN in an online
+    softmax); ``need_blocks`` (decode): every row has >= 1 entry; ``table`` covers the largest
+    offset. ``table = rope_table(cfg, P, dtype=...)`` is built here when None (``dtype`` of q).
+    """
+    if not isinstance(cfg, RopeConfig):
+        raise TypeError(f"cfg must be a RopeConfig; got {type(cfg).__name__}")
+    if (
+        not isinstance(block_table, torch.Tensor)
+        or block_table.dtype != torch.int64
+        or block_table.dim() != 2
+    ):
+        raise TypeError(
+            "block_table must be a 2-D int64 tensor (batch, max_blocks) from pack_block_table"
+        )
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive int; got {block_size!r}")
+    ids, off, pad, used = unpack_block_table(block_table)
+    n_used = used.sum(1)
+    if not torch.equal(
+        used, torch.arange(used.shape[1], device=used.device)[None, :] < n_used[:, None]
+    ):
         raise ValueError("block_table entries must be left-packed: used entries first, then zeros")
-    if bool((used & (ids >= k_pool.shape[0])).any()):
-        raise ValueError(f"block_table refers to a block >= n_pool_blocks={k_pool.shape[0]}")
+    if bool((used & (ids >= n_pool_blocks)).any()):
+        raise ValueError(f"block_table refers to a block >= n_pool_blocks={n_pool_blocks}")
+    if bool((used & (pad >= block_size)).any()):
+        raise ValueError(
+            f"block_table has an entry whose pad >= block_size={block_size} (a block that is "
+            "all padding); every used block must hold at least one token"
+        )
+    n_host = tuple(int(n) for n in n_used.tolist())
+    if need_blocks and min(n_host, default=1) < 1:
+        raise ValueError("every decode request needs at least one block (its own token's KV)")
+    max_off = int(off[used].max()) if any(n_host) else 0
+    if table is None:
+        table = rope_table(cfg, max_off + 1, dtype=dtype, device=block_table.device)
+    cos, sin = table
+    if cos.shape[0] < max_off + 1 or cos.shape[-1] != cfg.half or sin.shape != cos.shape:
+        raise ValueError(
+            f"table must cover offsets < {max_off + 1} with {cfg.half} frequencies; "
+            f"got {tuple(cos.shape)}"
+        )
+    return PagedPlan(
+        block_table=block_table,
+        n_blocks=n_used.to(torch.int32),
+        n_blocks_host=n_host,
+        block_size=block_size,
+        n_pool_blocks=n_pool_blocks,
+        max_offset=max_off,
+        cos=cos,
+        sin=sin,
+        cfg=cfg,
+    )
 
 
-def _check_triton(
-    k_pool: torch.Tensor, block_table: torch.Tensor, cos: torch.Tensor, cfg: RopeConfig
+def _check_plan(
+    plan: PagedPlan, k_pool: torch.Tensor, block_table: torch.Tensor, cfg: RopeConfig
 ) -> None:
+    """Host-metadata checks that a plan belongs to this call (no device reads)."""
+    if not isinstance(plan, PagedPlan):
+        raise TypeError(f"plan must be a PagedPlan from plan_paged; got {type(plan).__name__}")
+    if plan.block_table is not block_table:
+        raise ValueError("plan was made for another block_table; pass plan.block_table")
+    if plan.block_size != k_pool.shape[1] or plan.n_pool_blocks != k_pool.shape[0]:
+        raise ValueError(
+            f"plan was validated for a pool of {plan.n_pool_blocks} blocks of {plan.block_size}; "
+            f"k_pool has {k_pool.shape[0]} of {k_pool.shape[1]}"
+        )
+    if plan.cfg != cfg:
+        raise ValueError("plan was made for another RopeConfig")
+
+
+def _check_triton(k_pool: torch.Tensor, tensors: dict[str, torch.Tensor]) -> None:
     bs = k_pool.shape[1]
     if bs & (bs - 1):
         raise ValueError(f"the Triton kernels need a power-of-two block_size; got {bs}")
-    _, off, _, used = unpack_block_table(block_table)
-    need = int(off[used].max()) + 1 if bool(used.any()) else 1
-    if cos.shape[0] < need or cos.shape[-1] != cfg.half:
-        raise ValueError(
-            f"table must cover offsets < {need} with {cfg.half} frequencies; got {tuple(cos.shape)}"
-        )
-    if k_pool.stride(-1) != 1:
-        raise ValueError("k_pool/v_pool must be contiguous in the last (head_dim) axis")
+    for name, t in {"k_pool": k_pool, **tensors}.items():
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in the last (head_dim) axis")
 
 
 # ----------------------------------------------------------------------------- references
@@ -118,18 +224,18 @@ def _attend_ref(
     q: torch.Tensor,  # (Tq, H, D), rotated at logical positions
     k_pool: torch.Tensor,
     v_pool: torch.Tensor,
-    row: torch.Tensor,  # (M,) packed entries of one request
+    row: torch.Tensor,  # (n,) the used packed entries of one request
     cfg: RopeConfig,
     scale: float,
     k_new: torch.Tensor | None,  # (Tq, H_kv, D) or None
     v_new: torch.Tensor | None,
+    new_start: torch.Tensor | int = 0,  # first new key that exists (left padding before it)
 ) -> torch.Tensor:
     cd = torch.float64 if q.dtype == torch.float64 else torch.float32
     t, h, d = q.shape
     bs, h_kv = k_pool.shape[1], k_pool.shape[2]
     g = h // h_kv
-    ids, off, pad, used = unpack_block_table(row)
-    ids, off, pad = ids[used], off[used], pad[used]
+    ids, off, pad, _ = unpack_block_table(row)
     n = ids.numel()
     # context: de-rotate Q once per block by its offset Δ_b
     cos, sin = rope_cos_sin(off, cfg, cd)  # (n, r/2)
@@ -146,8 +252,9 @@ def _attend_ref(
     if k_new is not None and v_new is not None:
         kn = k_new.to(cd).repeat_interleave(g, dim=1)  # (Tq, H, D)
         s_new = torch.einsum("thd,shd->hts", q.to(cd), kn) * scale
-        causal = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
-        scores.append(s_new.masked_fill(~causal, float("-inf")))
+        pos = torch.arange(t, device=q.device)
+        ok = (pos[None, :] <= pos[:, None]) & (pos[None, :] >= new_start)  # causal, not padding
+        scores.append(s_new.masked_fill(~ok, float("-inf")))
         values.append(v_new.to(cd).repeat_interleave(g, dim=1))
     p = torch.softmax(torch.cat(scores, dim=-1), dim=-1)  # (H, Tq, S)
     return torch.einsum("hts,shd->thd", p, torch.cat(values, dim=0)).to(q.dtype)
@@ -163,19 +270,31 @@ def paged_prefill_ref(
     cfg: RopeConfig,
     *,
     scale: float | None = None,
+    new_start: torch.Tensor | None = None,
+    plan: PagedPlan | None = None,
 ) -> torch.Tensor:
     """Reference prefill. ``q (B, Tq, H, D)``, ``k_new/v_new (B, Tq, H_kv, D)`` (rotated at the
-    tokens' logical positions), pools ``(N, bs, H_kv, D)``, ``block_table (B, M)`` packed.
+    tokens' logical positions), pools ``(N, bs, H_kv, D)``, ``block_table (B, M)`` packed,
+    ``new_start (B,)`` int: row b's first ``new_start[b]`` new tokens are left padding (never
+    keys; their outputs are meaningless), default 0.
 
-    out[b, t] = softmax_s(⟨R(−Δ_s) q_t, k_s⟩/√D over valid context slots s ∪ new keys ≤ t) · v
-    Returns ``(B, Tq, H, D)`` in q's dtype.
+    out[b, t] = softmax_s(⟨R(−Δ_s) q_t, k_s⟩/√D over valid context slots s ∪ new keys in
+    [new_start_b, t]) · v. Returns ``(B, Tq, H, D)`` in q's dtype.
     """
-    _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg)
+    _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg, new_start)
+    if plan is None:
+        plan = plan_paged(
+            block_table, block_size=k_pool.shape[1], n_pool_blocks=k_pool.shape[0], cfg=cfg
+        )
+    _check_plan(plan, k_pool, block_table, cfg)
     sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    starts = [0] * q.shape[0] if new_start is None else new_start
     return torch.stack(
         [
-            _attend_ref(q[b], k_pool, v_pool, block_table[b], cfg, sc, k_new[b], v_new[b])
-            for b in range(q.shape[0])
+            _attend_ref(
+                q[b], k_pool, v_pool, block_table[b, :n], cfg, sc, k_new[b], v_new[b], starts[b]
+            )
+            for b, n in enumerate(plan.n_blocks_host)
         ]
     )
 
@@ -188,20 +307,30 @@ def paged_decode_ref(
     cfg: RopeConfig,
     *,
     scale: float | None = None,
+    plan: PagedPlan | None = None,
 ) -> torch.Tensor:
     """Reference decode. ``q (B, H, D)`` one token per request (rotated at its logical position);
     every key it sees, its own included, is in the pool. Returns ``(B, H, D)``."""
     _check_decode(q, k_pool, v_pool, block_table, cfg)
+    if plan is None:
+        plan = plan_paged(
+            block_table,
+            block_size=k_pool.shape[1],
+            n_pool_blocks=k_pool.shape[0],
+            cfg=cfg,
+            need_blocks=True,
+        )
+    _check_plan(plan, k_pool, block_table, cfg)
     sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     return torch.stack(
         [
-            _attend_ref(q[b][None], k_pool, v_pool, block_table[b], cfg, sc, None, None)[0]
-            for b in range(q.shape[0])
+            _attend_ref(q[b][None], k_pool, v_pool, block_table[b, :n], cfg, sc, None, None)[0]
+            for b, n in enumerate(plan.n_blocks_host)
         ]
     )
 
 
-def _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg) -> None:
+def _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg, new_start=None) -> None:
     if q.dim() != 4:
         raise ValueError(f"q must have shape (B, Tq, H, D); got {tuple(q.shape)}")
     _check_common(q, k_pool, v_pool, block_table, cfg)
@@ -214,15 +343,18 @@ def _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg) -> None:
         raise TypeError(
             f"k_new and v_new must have q's dtype {q.dtype}; got {k_new.dtype}, {v_new.dtype}"
         )
+    if new_start is not None and (
+        not isinstance(new_start, torch.Tensor)
+        or new_start.shape != (q.shape[0],)
+        or new_start.dtype.is_floating_point
+    ):
+        raise ValueError(f"new_start must be an integer tensor of shape (B,) = ({q.shape[0]},)")
 
 
 def _check_decode(q, k_pool, v_pool, block_table, cfg) -> None:
     if q.dim() != 3:
         raise ValueError(f"q must have shape (B, H, D); got {tuple(q.shape)}")
     _check_common(q, k_pool, v_pool, block_table, cfg)
-    _, _, _, used = unpack_block_table(block_table)
-    if not bool(used.any(1).all()):
-        raise ValueError("every decode request needs at least one block (its own token's KV)")
 
 
 # ----------------------------------------------------------------------------- Triton kernels
@@ -249,6 +381,7 @@ if triton is not None:
         VP,  # (N, BS, H_kv, D) value pool
         TABLE,  # (B, M) int64 packed [pad:16 | offset+1:16 | block:32]
         NBLK,  # (B,) int32 used entries per row
+        NSTART,  # (B,) int32 first new key per row (left padding before it)
         COS,  # (P, HALF) cos table indexed by offset
         SIN,  # (P, HALF) sin table
         OUT,  # (B, Tq, H, D)
@@ -333,6 +466,7 @@ if triton is not None:
         q1n = q1.to(in_ty)
         q2n = q2.to(in_ty)
         hi = tl.minimum((pid_m + 1) * BLOCK_M, T)
+        n0 = tl.load(NSTART + b)
         for start in range(0, hi, BLOCK_N):
             rn = start + tl.arange(0, BLOCK_N)
             mn = rn < T
@@ -345,7 +479,7 @@ if triton is not None:
                 kp = tl.load(krow + dp[None, :], mask=mn[:, None] & mp[None, :], other=0.0)
                 sc += tl.dot(qp, tl.trans(kp), input_precision="ieee").to(ACC)
             sc = sc * scale
-            ok = (rn[None, :] <= rm[:, None]) & mn[None, :]
+            ok = (rn[None, :] <= rm[:, None]) & mn[None, :] & (rn[None, :] >= n0)
             sc = tl.where(ok, sc, float("-inf"))
             vrow = VN + b * svn_b + hk * svn_h + rn[:, None] * svn_t
             v = tl.load(vrow + dv[None, :], mask=mn[:, None] & mv[None, :], other=0.0)
@@ -446,18 +580,6 @@ def _acc(dtype: torch.dtype):
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
-def _tables(cfg, block_table, dtype, device, table):
-    if table is not None:
-        return table
-    _, off, _, used = unpack_block_table(block_table)
-    need = int(off[used].max()) + 1 if bool(used.any()) else 1
-    return rope_table(cfg, need, dtype=dtype, device=device)
-
-
-def _n_blocks(block_table: torch.Tensor) -> torch.Tensor:
-    return (((block_table >> 32) & 0xFFFF) > 0).sum(1).to(torch.int32)
-
-
 def paged_prefill(
     q: torch.Tensor,
     k_new: torch.Tensor,
@@ -468,6 +590,8 @@ def paged_prefill(
     cfg: RopeConfig,
     *,
     scale: float | None = None,
+    new_start: torch.Tensor | None = None,
+    plan: PagedPlan | None = None,
     table: tuple[torch.Tensor, torch.Tensor] | None = None,
     prefer: str | None = None,
     block_m: int = 16,
@@ -475,26 +599,40 @@ def paged_prefill(
 ) -> torch.Tensor:
     """Prefill attention over a packed block table with per-block query de-rotation.
 
-    Same contract as :func:`paged_prefill_ref`; ``table = rope_table(cfg, P)`` is the cos/sin
-    cache indexed by offset (built here when None). Backend from
+    Same contract as :func:`paged_prefill_ref`. ``plan = plan_paged(block_table, ...)`` carries
+    the validated table, per-row block counts and the cos/sin cache; with it the call makes no
+    device→host read. Without it the call plans itself (``table = rope_table(cfg, P)`` is then
+    used as the cos/sin cache when given). Backend from
     :func:`icml26_kernels.backend.select_backend` (``prefer``: ``"auto"``/``"triton"``/``"torch"``).
     """
+    _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg, new_start)
+    if plan is None:
+        plan = plan_paged(
+            block_table,
+            block_size=k_pool.shape[1],
+            n_pool_blocks=k_pool.shape[0],
+            cfg=cfg,
+            table=table,
+            dtype=q.dtype,
+        )
+    _check_plan(plan, k_pool, block_table, cfg)
     choice = select_backend(q.device, prefer=prefer)
     if not choice.uses_triton:
-        return paged_prefill_ref(q, k_new, v_new, k_pool, v_pool, block_table, cfg, scale=scale)
-    _check_prefill(q, k_new, v_new, k_pool, v_pool, block_table, cfg)
-    cos, sin = _tables(cfg, block_table, q.dtype, q.device, table)
-    _check_triton(k_pool, block_table, cos, cfg)
-    for name, t in (("q", q), ("k_new", k_new), ("v_new", v_new), ("v_pool", v_pool)):
-        if t.stride(-1) != 1:
-            raise ValueError(f"{name} must be contiguous in the last (head_dim) axis")
+        return paged_prefill_ref(
+            q, k_new, v_new, k_pool, v_pool, block_table, cfg,
+            scale=scale, new_start=new_start, plan=plan,
+        )  # fmt: skip
+    _check_triton(k_pool, {"q": q, "k_new": k_new, "v_new": v_new, "v_pool": v_pool})
     B, T, H, D = q.shape
     bs = k_pool.shape[1]
+    if new_start is None:
+        new_start = torch.zeros(B, dtype=torch.int32, device=q.device)
     out = torch.empty_like(q)
     n_pass = D - cfg.rot_dim
     grid = (triton.cdiv(T, block_m), B * H)
     _paged_prefill_kernel[grid](
-        q, k_new, v_new, k_pool, v_pool, block_table, _n_blocks(block_table), cos, sin, out,
+        q, k_new, v_new, k_pool, v_pool, block_table, plan.n_blocks,
+        new_start.to(torch.int32), plan.cos, plan.sin, out,
         q.stride(0), q.stride(1), q.stride(2),
         k_new.stride(0), k_new.stride(1), k_new.stride(2),
         v_new.stride(0), v_new.stride(1), v_new.stride(2),
@@ -520,26 +658,38 @@ def paged_decode(
     cfg: RopeConfig,
     *,
     scale: float | None = None,
+    plan: PagedPlan | None = None,
     table: tuple[torch.Tensor, torch.Tensor] | None = None,
     prefer: str | None = None,
 ) -> torch.Tensor:
     """Decode attention (one token per request) over a packed block table.
 
-    Same contract as :func:`paged_decode_ref`; see :func:`paged_prefill` for ``table``/``prefer``.
+    Same contract as :func:`paged_decode_ref`; see :func:`paged_prefill` for ``plan``/``table``/
+    ``prefer``.
     """
+    _check_decode(q, k_pool, v_pool, block_table, cfg)
+    if plan is None:
+        plan = plan_paged(
+            block_table,
+            block_size=k_pool.shape[1],
+            n_pool_blocks=k_pool.shape[0],
+            cfg=cfg,
+            table=table,
+            dtype=q.dtype,
+            need_blocks=True,
+        )
+    _check_plan(plan, k_pool, block_table, cfg)
+    if min(plan.n_blocks_host, default=1) < 1:
+        raise ValueError("every decode request needs at least one block (its own token's KV)")
     choice = select_backend(q.device, prefer=prefer)
     if not choice.uses_triton:
-        return paged_decode_ref(q, k_pool, v_pool, block_table, cfg, scale=scale)
-    _check_decode(q, k_pool, v_pool, block_table, cfg)
-    cos, sin = _tables(cfg, block_table, q.dtype, q.device, table)
-    _check_triton(k_pool, block_table, cos, cfg)
-    if q.stride(-1) != 1 or v_pool.stride(-1) != 1:
-        raise ValueError("q and v_pool must be contiguous in the last (head_dim) axis")
+        return paged_decode_ref(q, k_pool, v_pool, block_table, cfg, scale=scale, plan=plan)
+    _check_triton(k_pool, {"q": q, "v_pool": v_pool})
     B, H, D = q.shape
     out = torch.empty_like(q)
     n_pass = D - cfg.rot_dim
     _paged_decode_kernel[(B, H)](
-        q, k_pool, v_pool, block_table, _n_blocks(block_table), cos, sin, out,
+        q, k_pool, v_pool, block_table, plan.n_blocks, plan.cos, plan.sin, out,
         q.stride(0), q.stride(1),
         k_pool.stride(0), k_pool.stride(1), k_pool.stride(2),
         v_pool.stride(0), v_pool.stride(1), v_pool.stride(2),
