@@ -304,7 +304,7 @@ def test_lazyattention_no_host_reads_per_layer(monkeypatch):
                     def __getitem__(self, grid):
                         return lambda *a, **k: None
 
-                monkeypatch.setattr(paged_mod, "_paged_decode_kernel", NoLaunch())
+                monkeypatch.setattr(paged_mod, "_paged_decode_split_kernel", NoLaunch())
                 monkeypatch.setattr(paged_mod, "_paged_prefill_kernel", NoLaunch())
             reads = HostReads(monkeypatch)
             assert len(pipe.generate(q, docs, max_new_tokens=4).tokens) == 4

@@ -188,10 +188,15 @@ def test_attention_triton_kernels_equal_brute_force_on_random_layouts(seed):
     doc_lens = tuple(tuple(draw(1, 13) for _ in range(draw(1, 3))) for _ in range(draw(2, 3)))
     c = to_dev(make_case(seed, cfg, bs=bs, h=h, h_kv=h_kv, tq=tq, doc_lens=doc_lens))
     args = (c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg)
-    got = paged_prefill(*args, prefer="triton", block_m=16, block_n=16)
+    # KV tiles of 16/32/64 keys (several pool blocks, cut at document boundaries); decode split
+    # over 1-3 chunks of the table (more splits than blocks leaves some empty)
+    tile_n = (16, 32, 64)[seed % 3]
+    got = paged_prefill(*args, prefer="triton", block_m=16, block_n=16, tile_n=tile_n)
     torch.testing.assert_close(got, dense_attention(c, cfg), rtol=0, atol=1e-10)
     q, k_pool, v_pool, table = decode_case(c, cfg, bs)
-    got = paged_decode(q, k_pool, v_pool, table, cfg, prefer="triton")
+    got = paged_decode(
+        q, k_pool, v_pool, table, cfg, prefer="triton", tile_n=tile_n, num_splits=1 + seed % 3
+    )
     want = paged_decode_ref(q, k_pool, v_pool, table, cfg)
     torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
     torch.testing.assert_close(got, dense_attention(c, cfg)[:, 0], rtol=0, atol=1e-10)
@@ -436,7 +441,7 @@ def test_attention_planned_calls_make_no_host_reads(monkeypatch):
     counter = SyncCounter(monkeypatch)
     got_d = paged_decode(q, k_pool, v_pool, table, cfg, plan=dplan, prefer="torch")
     got_p = paged_prefill(*pargs, plan=pplan, prefer="torch")
-    monkeypatch.setattr(paged_mod, "_paged_decode_kernel", NoLaunch())
+    monkeypatch.setattr(paged_mod, "_paged_decode_split_kernel", NoLaunch())
     monkeypatch.setattr(paged_mod, "_paged_prefill_kernel", NoLaunch())
     paged_decode(q, k_pool, v_pool, table, cfg, plan=dplan, prefer="triton")
     paged_prefill(*pargs, plan=pplan, prefer="triton")
@@ -468,3 +473,49 @@ def test_attention_plan_must_match_the_call():
     empty = torch.zeros(2, 1, dtype=torch.int64)
     with pytest.raises(ValueError, match="at least one block"):
         paged_decode(c["q"][:, 0], c["k_pool"], c["v_pool"], empty, cfg, prefer="torch")
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 3, 9])
+def test_attention_decode_splits_and_group_packing(num_splits):
+    """FlashDecoding: one program per (request, KV head, split), the query group (4 heads per KV
+    head) packed in one tile; any number of splits (9 > blocks: empty splits) merges to the
+    reference by log-sum-exp, batch 3 with ragged tables, 4-key tiles of one block each."""
+    cfg = CFGS["partial"]
+    c = to_dev(make_case(12, cfg, bs=4, h=8, h_kv=2, tq=1, doc_lens=((5, 3, 9), (4,), (2, 7))))
+    q, k_pool, v_pool, table = decode_case(c, cfg, 4)
+    want = paged_decode_ref(q, k_pool, v_pool, table, cfg)
+    for tile_n in (4, 16):
+        got = paged_decode(
+            q, k_pool, v_pool, table, cfg, prefer="triton", num_splits=num_splits, tile_n=tile_n
+        )
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+    torch.testing.assert_close(want, dense_attention(c, cfg)[:, 0], rtol=0, atol=1e-10)
+
+
+# Triton's CPU interpreter computes bf16 tl.dot wrongly (a bare 16x16 bf16 dot is off by 1e10
+# there), so bf16 runs only compiled, in the gpu session
+@pytest.mark.parametrize(
+    "dtype", [pytest.param(torch.bfloat16, marks=pytest.mark.gpu), torch.float16]
+)
+def test_attention_half_precision_inputs_accumulate_in_fp32(dtype):
+    """bf16/fp16 inputs, fp32 accumulation: within the input precision of the fp64 reference
+    (relative to the output scale), prefill and decode."""
+    cfg = CFGS["neox"]
+    c64 = make_case(13, cfg, bs=4, h=4, h_kv=2, tq=5, doc_lens=((5, 3, 9), (4, 6)))
+    c = {
+        k: (v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v)
+        for k, v in c64.items()
+    }
+    c = to_dev(c)
+    args = (c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg)
+    got = paged_prefill(*args, prefer="triton", block_m=16)
+    assert got.dtype == dtype
+    want = dense_attention(c64, cfg)
+    tol = 2e-2 if dtype == torch.bfloat16 else 4e-3
+    torch.testing.assert_close(got.double().cpu(), want, rtol=tol, atol=tol)
+    q, k_pool, v_pool, table = decode_case(c64, cfg, 4)
+    got = paged_decode(
+        q.to(DEV, dtype), k_pool.to(DEV, dtype), v_pool.to(DEV, dtype), table.to(DEV), cfg,
+        prefer="triton", num_splits=2,
+    )  # fmt: skip
+    torch.testing.assert_close(got.double().cpu(), want[:, 0], rtol=tol, atol=tol)

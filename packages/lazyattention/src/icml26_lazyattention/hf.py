@@ -56,8 +56,8 @@ try:  # the [hf] extra; without it the pipeline and the cache refuse to be built
     from transformers import Cache as _CacheBase
     from transformers.cache_utils import CacheLayerMixin as _LayerBase
 except ImportError:  # pragma: no cover
-    _CacheBase = object
-    _LayerBase = object
+    _CacheBase = object  # type: ignore[misc,assignment]
+    _LayerBase = object  # type: ignore[misc,assignment]
 
 from .cache import BlockPool, DocumentKVCache, document_key
 from .layout import blocks_for
@@ -339,6 +339,8 @@ def lazy_attention_forward(
         raise ValueError("LazyAttention is an inference path; dropout must be 0")
     cache, layer = active.cache, active.layer
     pipe, step = cache.pipeline, cache.step
+    if step is None:  # pragma: no cover - update() plans before it sets _ACTIVE
+        raise RuntimeError("LazyDocumentCache has no step plan")
     kp, vp = pipe.pool.k[layer], pipe.pool.v[layer]
     q = query.transpose(1, 2)  # (B, T, H, D)
     plan = step.plan
@@ -702,7 +704,7 @@ class LazyRAGPipeline:
         clock = _FirstTokenClock()
         t0 = time.perf_counter()
         with self.request([query], [documents]) as batch:
-            out = self.model.generate(
+            out = self.model.generate(  # type: ignore[operator]
                 **batch.inputs,
                 max_new_tokens=max_new_tokens,
                 return_dict_in_generate=True,
