@@ -23,6 +23,7 @@ EXPECTED_ALL = [
     "plan_documents",
     "register",
     "release_plan",
+    "rerotate_inplace",
     "rope_config_from_hf",
 ]
 

@@ -88,7 +88,7 @@ def test_lazyattention_pool_write_and_bytes():
     flat = pool.k[1, [3, 0]].reshape(8, 1, 2)
     assert torch.equal(flat[1:7], k) and flat[0].eq(0).all() and pool.k[0].eq(0).all()
     assert torch.equal(pool.v[1, [3, 0]].reshape(8, 1, 2)[1:7], -k)
-    assert pool.bytes_written == {"document": 6 * 2 * 2 * 8, "copy": 0, "private": 0}
+    assert pool.bytes_written == {"document": 6 * 2 * 2 * 8, "copy": 0, "private": 0, "rotate": 0}
     with pytest.raises(ValueError, match="do not fit"):
         pool.write(0, [1], 2, k, k, kind="copy")
     with pytest.raises(ValueError, match="kind"):

@@ -110,6 +110,14 @@ def test_lazyattention_reorder_copies_no_kv(llama64):
     c0 = re.pool.bytes_written["copy"]
     re.generate(q, docs[::-1], max_new_tokens=1)
     assert re.pool.bytes_written["copy"] == 2 * c0 > 0
+    # the in-place baseline rewrites K where it lies when a document moves: no copy, no extra
+    # pool space, but K bytes rewritten on every moved reuse (none when the order repeats)
+    inp = LazyRAGPipeline(llama64, block_size=4, n_blocks=64, policy="inplace", backend="torch")
+    inp.generate(q, docs, max_new_tokens=1)
+    inp.generate(q, docs, max_new_tokens=1)
+    assert inp.pool.bytes_written["rotate"] == 0
+    inp.generate(q, docs[::-1], max_new_tokens=1)
+    assert inp.pool.bytes_written["copy"] == 0 and inp.pool.bytes_written["rotate"] > 0
     # prefix caching reuses only an identical prefix
     pre = LazyRAGPipeline(llama64, block_size=4, n_blocks=64, policy="prefix", backend="torch")
     pre.generate(q, docs, max_new_tokens=1)

@@ -96,26 +96,30 @@ def test_lazyattention_batched_generate_equals_each_request(llama64):
     g = torch.Generator().manual_seed(22)
     queries = [torch.randint(0, 64, (n,), generator=g).tolist() for n in (4, 2, 5)]
     doc_lists = [[docs[0], docs[1]], [docs[4], docs[2], docs[0]], [docs[3]]]
-    pipe = LazyRAGPipeline(llama64, block_size=4, n_blocks=128, backend="torch")
-    with pipe.request(queries, doc_lists) as batch:
-        out = llama64.generate(
-            **batch.inputs,
-            max_new_tokens=6,
-            do_sample=False,
-            pad_token_id=0,
-            return_dict_in_generate=True,
-            output_logits=True,
-        )
-    assert llama64.config._attn_implementation == "sdpa"  # restored after the request
-    free = pipe.pool.n_free
-    for b, (q, ds) in enumerate(zip(queries, doc_lists)):
-        alone = pipe.generate(q, ds, max_new_tokens=6)
-        assert out.sequences[b, batch.prompt_length :].tolist() == alone.tokens
-        steps = torch.stack([s[b] for s in out.logits])
-        torch.testing.assert_close(steps, alone.step_logits, **TOL)
-    rows = [out.sequences[b, batch.prompt_length :].tolist() for b in range(3)]
-    assert len({tuple(r) for r in rows}) == 3  # the rows really differ
-    assert pipe.pool.n_free == free  # private blocks returned after each request
+    llama64.generation_config.eos_token_id = None
+    for policy in ("lazy", "inplace"):  # inplace: docs[0] is held at two offsets -> one copy
+        pipe = LazyRAGPipeline(llama64, block_size=4, n_blocks=128, policy=policy, backend="torch")
+        with pipe.request(queries, doc_lists) as batch:
+            out = llama64.generate(
+                **batch.inputs,
+                max_new_tokens=6,
+                do_sample=False,
+                pad_token_id=0,
+                return_dict_in_generate=True,
+                output_logits=True,
+            )
+        assert llama64.config._attn_implementation == "sdpa"  # restored after the request
+        assert (pipe.pool.bytes_written["copy"] > 0) == (policy == "inplace")
+        free = pipe.pool.n_free
+        for b, (q, ds) in enumerate(zip(queries, doc_lists)):
+            alone = pipe.generate(q, ds, max_new_tokens=6)
+            assert out.sequences[b, batch.prompt_length :].tolist() == alone.tokens
+            steps = torch.stack([s[b] for s in out.logits])
+            torch.testing.assert_close(steps, alone.step_logits, **TOL)
+        rows = [out.sequences[b, batch.prompt_length :].tolist() for b in range(3)]
+        assert len({tuple(r) for r in rows}) == 3  # the rows really differ
+        assert pipe.pool.n_free == free  # private blocks returned after each request
+    llama64.generation_config.eos_token_id = 2
 
 
 def test_lazyattention_generate_kwargs_and_eos_from_generation_config(make_llama):

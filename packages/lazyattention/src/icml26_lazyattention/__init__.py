@@ -30,6 +30,7 @@ from .lazy import (
     materialize_rerotated,
     plan_documents,
     release_plan,
+    rerotate_inplace,
 )
 
 __version__ = "0.1.0"
@@ -57,5 +58,6 @@ __all__ = [
     "plan_documents",
     "register",
     "release_plan",
+    "rerotate_inplace",
     "rope_config_from_hf",
 ]

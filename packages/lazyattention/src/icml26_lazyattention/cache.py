@@ -2,7 +2,8 @@
 
 - :class:`BlockPool`: ``k, v: (n_layers, n_blocks, block_size, H_kv, D)`` allocated once, a free
   list, and byte counters of every KV write by kind (``"document"`` = a cache miss prefilled,
-  ``"copy"`` = KV materialized by re-encoding, ``"private"`` = a request's own tokens).
+  ``"copy"`` = KV materialized by re-encoding, ``"private"`` = a request's own tokens,
+  ``"rotate"`` = K re-rotated in place by the in-place baseline).
 - :func:`document_key`: a content hash whose chain starts from a fixed root, *not* from the
   request's preceding tokens (paper §4 "document caching": the block-hash chain of a document
   starts from None), so the key is the same wherever the document is placed. The document's
@@ -80,7 +81,7 @@ def document_seq_key(doc_keys: Sequence[str]) -> str:
 class BlockPool:
     """Fixed pool of KV blocks shared by every layer (a block id names the same slot in each layer)."""
 
-    KINDS = ("document", "copy", "private")
+    KINDS = ("document", "copy", "private", "rotate")
 
     def __init__(
         self,
@@ -180,6 +181,7 @@ class CacheEntry:
     n_tokens: int
     refcount: int = 0
     hits: int = field(default=0)
+    offset: int = 0  # position of the first token the stored K is rotated for (0: local)
 
 
 class DocumentKVCache:

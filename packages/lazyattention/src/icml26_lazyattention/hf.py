@@ -581,7 +581,7 @@ class LazyRAGPipeline:
     def add_documents(self, documents: Sequence[Any]) -> list[str]:
         """Prefill and cache documents ahead of requests (position-independent policies only).
         Returns their cache keys."""
-        if self.policy not in ("lazy", "reencode"):
+        if self.policy not in ("lazy", "reencode", "inplace"):
             raise ValueError(
                 f"add_documents needs a position-independent policy; this pipeline is {self.policy!r}"
             )
