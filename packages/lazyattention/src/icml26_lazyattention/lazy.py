@@ -140,12 +140,10 @@ def rerotate_inplace(
     round-off, which accumulates with every move (the lazy path never touches the KV)."""
     idx = torch.as_tensor(list(blocks), device=pool.k.device)
     n_layers, _, bs, h_kv, d = pool.k.shape
-    k = pool.k[:, idx].flatten(1, 2)[:, :n_tokens]  # (L, T, H_kv, D)
-    pos = torch.full((n_layers, n_tokens), abs(delta), dtype=torch.int64, device=k.device)
-    k = apply_rope(k, pos, rope, inverse=delta < 0, prefer=prefer)
-    flat = pool.k[:, idx].flatten(1, 2)
-    flat[:, :n_tokens] = k
-    pool.k[:, idx] = flat.reshape(n_layers, len(blocks), bs, h_kv, d)
+    flat = pool.k[:, idx].flatten(1, 2)  # (L, nb * bs, H_kv, D): one gather
+    pos = torch.full((n_layers, n_tokens), abs(delta), dtype=torch.int64, device=flat.device)
+    flat[:, :n_tokens] = apply_rope(flat[:, :n_tokens], pos, rope, inverse=delta < 0, prefer=prefer)
+    pool.k[:, idx] = flat.reshape(n_layers, len(blocks), bs, h_kv, d)  # one scatter
     pool.bytes_written["rotate"] += n_tokens * pool.bytes_per_token // 2
 
 

@@ -181,17 +181,21 @@ def rotate_pairs(
     if x.shape[-1] != cfg.head_dim:
         raise ValueError(f"x.shape[-1] must equal head_dim={cfg.head_dim}; got {x.shape[-1]}")
     cd = _compute_dtype(x.dtype)
-    i1, i2 = cfg.pair_indices()
     xc = x.to(cd)
-    x1, x2 = xc[..., i1], xc[..., i2]
     c, s = cos.to(cd), sin.to(cd)
     if inverse:
         s = -s
-    lead = torch.broadcast_shapes(x.shape[:-1], c.shape[:-1])
-    out = xc.expand(*lead, x.shape[-1]).clone()
-    out[..., i1] = x1 * c - x2 * s
-    out[..., i2] = x2 * c + x1 * s
-    return out.to(x.dtype)
+    h, r = cfg.half, cfg.rot_dim
+    if cfg.interleaved:  # pairs (2i, 2i + 1): a (..., r/2, 2) view
+        x1, x2 = xc[..., 0:r:2], xc[..., 1:r:2]
+        rot = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+    else:  # pairs (i, i + r/2): two contiguous halves
+        x1, x2 = xc[..., :h], xc[..., h:r]
+        rot = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+    if r < x.shape[-1]:
+        rest = xc[..., r:].expand(*rot.shape[:-1], x.shape[-1] - r)
+        rot = torch.cat([rot, rest], dim=-1)
+    return rot.to(x.dtype)
 
 
 def apply_rope_ref(
