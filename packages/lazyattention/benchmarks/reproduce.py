@@ -147,7 +147,7 @@ def main() -> None:
     }
     for p in REUSE:
         hit_pipes[p].add_documents(docs)
-    n_hit = max(8, n_req // 2)
+    n_hit = n_req
     hit_reqs = zipf_requests(len(docs), n_hit, args.seed + 1)
     log(f"all-hit: {len(docs)} documents (<= {doc_tokens} tokens) cached, {n_hit} requests")
     ttft_h, _, _, agree_h = serve(

@@ -192,3 +192,20 @@ def test_lazyattention_pool_budget_and_errors(llama64):
     assert tiny.pool.n_free + cached == 3 and all(
         e.refcount == 0 for e in tiny.cache._entries.values()
     )
+
+
+def test_lazyattention_inplace_moves_compose(llama64):
+    """The in-place baseline over several successive orders: each move rotates K from where the
+    previous request left it (R(Δ_new − Δ_old)), so every request still equals the dense
+    reference; no bytes copied, K rewritten."""
+    docs, q = random_docs(8, [9, 6, 11, 4], 3)
+    pipe = LazyRAGPipeline(llama64, block_size=4, n_blocks=64, policy="inplace", backend="torch")
+    for perm in ([0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]):
+        order = [docs[i] for i in perm]
+        torch.testing.assert_close(
+            pipe.logits(q, order),
+            pipe.dense_block_diagonal_logits(q, order),
+            rtol=1e-12,
+            atol=1e-12,
+        )
+    assert pipe.pool.bytes_written["rotate"] > 0 and pipe.pool.bytes_written["copy"] == 0
