@@ -147,6 +147,20 @@ def test_lazyattention_generate_kwargs_and_eos_from_generation_config(make_llama
     with pytest.raises(ValueError, match="num_beams"):
         pipe.generate(q, docs, num_beams=2)
 
+    class Collect:  # the caller's own streamer still sees every token
+        def __init__(self):
+            self.seen = []
+
+        def put(self, value):
+            self.seen.append(value.reshape(-1).tolist())
+
+        def end(self):
+            self.seen.append("end")
+
+    streamer = Collect()
+    out = pipe.generate(q, docs, max_new_tokens=3, streamer=streamer)
+    assert [t for s in streamer.seen[1:-1] for t in s] == out.tokens and streamer.seen[-1] == "end"
+
 
 def test_lazyattention_rope_config_from_model_rotary(make_llama):
     for name, params in ROPE_TYPES.items():

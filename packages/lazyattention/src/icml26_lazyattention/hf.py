@@ -421,9 +421,11 @@ class LazyBatch:
 
 
 class _FirstTokenClock:
-    """A ``generate`` streamer that only records when the first new token arrives."""
+    """A ``generate`` streamer that records when the first new token arrives and forwards
+    everything to the caller's own streamer, if any."""
 
-    def __init__(self) -> None:
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner
         self.calls = 0
         self.first: float | None = None
 
@@ -431,9 +433,12 @@ class _FirstTokenClock:
         self.calls += 1
         if self.calls == 2 and self.first is None:  # call 1 is the prompt
             self.first = time.perf_counter()
+        if self.inner is not None:
+            self.inner.put(value)
 
     def end(self) -> None:
-        return None
+        if self.inner is not None:
+            self.inner.end()
 
 
 class LazyRAGPipeline:
@@ -701,7 +706,7 @@ class LazyRAGPipeline:
                 raise ValueError(f"{name} > 1 is not supported by LazyDocumentCache")
         kwargs.setdefault("do_sample", False)
         kwargs.setdefault("pad_token_id", self._pad_id())
-        clock = _FirstTokenClock()
+        clock = _FirstTokenClock(kwargs.pop("streamer", None))
         t0 = time.perf_counter()
         with self.request([query], [documents]) as batch:
             out = self.model.generate(  # type: ignore[operator]
