@@ -5,6 +5,8 @@ TRITON_INTERPRET must be set before icml26_kernels.attention is imported (Triton
 """
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,29 +25,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def tiny_llama(
-    *, dtype=torch.float64, seed=0, heads=4, kv_heads=2, layers=2, rope_parameters=None, vocab=64
-):
-    """A random-init Llama from a config (no hub); weights large enough that positions matter."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+sys.path.insert(0, str(Path(__file__).parent))
 
-    kw = {}
-    if rope_parameters is not None:
-        kw["rope_parameters"] = rope_parameters
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=8 * heads,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=4096,
-        initializer_range=0.3,
-        attn_implementation="eager",
-        **kw,
-    )
-    torch.manual_seed(seed)
-    return LlamaForCausalLM(cfg).to(dtype).eval()
+from lazyattention_testlib import ROPE_TYPES, tiny_llama  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -58,14 +40,19 @@ def make_llama():
     return tiny_llama
 
 
-@pytest.fixture(scope="session")
-def gqa_models():
-    return {(h, kv): tiny_llama(heads=h, kv_heads=kv) for h, kv in [(4, 2), (4, 1), (2, 2)]}
+_MODELS: dict = {}
 
 
 @pytest.fixture(scope="session")
-def gqa_models_fp32():
-    return {
-        (h, kv): tiny_llama(dtype=torch.float32, heads=h, kv_heads=kv)
-        for h, kv in [(4, 2), (4, 1), (2, 2)]
-    }
+def model_zoo():
+    """(heads, kv_heads, rope type) -> fp64 tiny Llama, built once per session on demand."""
+
+    def get(heads, kv_heads, rope="default", dtype=torch.float64):
+        key = (heads, kv_heads, rope, dtype)
+        if key not in _MODELS:
+            _MODELS[key] = tiny_llama(
+                heads=heads, kv_heads=kv_heads, rope_parameters=ROPE_TYPES[rope], dtype=dtype
+            )
+        return _MODELS[key]
+
+    return get

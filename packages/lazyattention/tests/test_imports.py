@@ -1,12 +1,15 @@
 import icml26_lazyattention
 
 EXPECTED_ALL = [
+    "ATTN_IMPLEMENTATION",
     "POLICIES",
     "BlockPool",
     "CacheEntry",
     "DocumentKVCache",
     "DocumentLayout",
     "Generation",
+    "LazyBatch",
+    "LazyDocumentCache",
     "LazyRAGPipeline",
     "OffsetOverflowError",
     "PoolExhaustedError",
@@ -18,7 +21,9 @@ EXPECTED_ALL = [
     "document_seq_key",
     "materialize_rerotated",
     "plan_documents",
+    "register",
     "release_plan",
+    "rerotate_inplace",
     "rope_config_from_hf",
 ]
 
@@ -27,3 +32,9 @@ def test_imports_all_pinned():
     assert sorted(EXPECTED_ALL) == sorted(icml26_lazyattention.__all__)
     for name in EXPECTED_ALL:
         assert hasattr(icml26_lazyattention, name)
+
+
+def test_imports_cache_is_a_transformers_cache():
+    from transformers import Cache
+
+    assert issubclass(icml26_lazyattention.LazyDocumentCache, Cache)

@@ -49,6 +49,11 @@ def test_lazyattention_cache_hits_refcount_lru():
     # everything pinned: a 2-block allocation cannot evict
     with pytest.raises(PoolExhaustedError, match="pinned"):
         cache.acquire("c", 8, fills.append)
+    # finding 5: with nothing cached the message no longer blames pinned documents
+    empty = make_cache(n_blocks=2)
+    empty.allocate(2)
+    with pytest.raises(PoolExhaustedError, match="nothing is cached"):
+        empty.allocate(1)
     cache.release(ea)
     cache.release(ea)
     cache.release(eb)
@@ -83,10 +88,24 @@ def test_lazyattention_pool_write_and_bytes():
     flat = pool.k[1, [3, 0]].reshape(8, 1, 2)
     assert torch.equal(flat[1:7], k) and flat[0].eq(0).all() and pool.k[0].eq(0).all()
     assert torch.equal(pool.v[1, [3, 0]].reshape(8, 1, 2)[1:7], -k)
-    assert pool.bytes_written == {"document": 6 * 2 * 2 * 8, "copy": 0, "private": 0}
+    assert pool.bytes_written == {"document": 6 * 2 * 2 * 8, "copy": 0, "private": 0, "rotate": 0}
     with pytest.raises(ValueError, match="do not fit"):
         pool.write(0, [1], 2, k, k, kind="copy")
     with pytest.raises(ValueError, match="kind"):
         pool.write(0, [1], 0, k[:1], k[:1], kind="other")
     with pytest.raises(ValueError, match="n_blocks"):
         BlockPool(n_layers=1, n_blocks=0, block_size=4, n_kv_heads=1, head_dim=2)
+
+
+def test_lazyattention_pool_scatter_matches_write():
+    """The per-layer write (flat slot indices, no host reads) equals the slot-by-slot write."""
+    a = BlockPool(n_layers=2, n_blocks=4, block_size=4, n_kv_heads=2, head_dim=3)
+    b = BlockPool(n_layers=2, n_blocks=4, block_size=4, n_kv_heads=2, head_dim=3)
+    k = torch.randn(6, 2, 3)
+    a.write(1, [3, 0], 1, k, -k, kind="private")
+    dest = torch.tensor([3 * 4 + 1, 3 * 4 + 2, 3 * 4 + 3, 0, 1, 2])
+    b.scatter(1, dest, k, -k, kind="private")
+    assert torch.equal(a.k, b.k) and torch.equal(a.v, b.v)
+    assert a.bytes_written == b.bytes_written
+    with pytest.raises(ValueError, match="block_size must be <= 65536"):
+        BlockPool(n_layers=1, n_blocks=1, block_size=65537, n_kv_heads=1, head_dim=2)

@@ -13,7 +13,15 @@ from .cache import (
     document_key,
     document_seq_key,
 )
-from .hf import Generation, LazyRAGPipeline, rope_config_from_hf
+from .hf import (
+    ATTN_IMPLEMENTATION,
+    Generation,
+    LazyBatch,
+    LazyDocumentCache,
+    LazyRAGPipeline,
+    register,
+    rope_config_from_hf,
+)
 from .layout import DocumentLayout, OffsetOverflowError, blocks_for
 from .lazy import (
     POLICIES,
@@ -22,17 +30,21 @@ from .lazy import (
     materialize_rerotated,
     plan_documents,
     release_plan,
+    rerotate_inplace,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ATTN_IMPLEMENTATION",
     "POLICIES",
     "BlockPool",
     "CacheEntry",
     "DocumentKVCache",
     "DocumentLayout",
     "Generation",
+    "LazyBatch",
+    "LazyDocumentCache",
     "LazyRAGPipeline",
     "OffsetOverflowError",
     "PoolExhaustedError",
@@ -44,6 +56,8 @@ __all__ = [
     "document_seq_key",
     "materialize_rerotated",
     "plan_documents",
+    "register",
     "release_plan",
+    "rerotate_inplace",
     "rope_config_from_hf",
 ]

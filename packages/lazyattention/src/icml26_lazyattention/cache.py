@@ -2,7 +2,8 @@
 
 - :class:`BlockPool`: ``k, v: (n_layers, n_blocks, block_size, H_kv, D)`` allocated once, a free
   list, and byte counters of every KV write by kind (``"document"`` = a cache miss prefilled,
-  ``"copy"`` = KV materialized by re-encoding, ``"private"`` = a request's own tokens).
+  ``"copy"`` = KV materialized by re-encoding, ``"private"`` = a request's own tokens,
+  ``"rotate"`` = K re-rotated in place by the in-place baseline).
 - :func:`document_key`: a content hash whose chain starts from a fixed root, *not* from the
   request's preceding tokens (paper §4 "document caching": the block-hash chain of a document
   starts from None), so the key is the same wherever the document is placed. The document's
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+from icml26_kernels.attention import PAD_MAX
 
 from .layout import blocks_for
 
@@ -79,7 +81,7 @@ def document_seq_key(doc_keys: Sequence[str]) -> str:
 class BlockPool:
     """Fixed pool of KV blocks shared by every layer (a block id names the same slot in each layer)."""
 
-    KINDS = ("document", "copy", "private")
+    KINDS = ("document", "copy", "private", "rotate")
 
     def __init__(
         self,
@@ -101,6 +103,11 @@ class BlockPool:
         ):
             if not isinstance(val, int) or val < 1:
                 raise ValueError(f"{name} must be a positive int; got {val!r}")
+        if block_size > PAD_MAX + 1:
+            raise ValueError(
+                f"block_size must be <= {PAD_MAX + 1} (the packed table's pad field is 16 bits); "
+                f"got {block_size}"
+            )
         shape = (n_layers, n_blocks, block_size, n_kv_heads, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, N, B, H_kv, D)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
@@ -152,6 +159,18 @@ class BlockPool:
         self.v[layer, ids, slots % self.block_size] = v.to(self.v.dtype)
         self.bytes_written[kind] += t * self.bytes_per_token // self.k.shape[0]
 
+    def scatter(
+        self, layer: int, dest: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, kind: str
+    ) -> None:
+        """Write ``k, v (n, H_kv, D)`` at flat slots ``dest (n,)`` (``block * block_size + slot``,
+        on the pool's device) of one layer; counted like :meth:`write`. No device→host read."""
+        if kind not in self.bytes_written:
+            raise ValueError(f"kind must be one of {self.KINDS}; got {kind!r}")
+        n, bs, h_kv, d = self.k.shape[1:]
+        self.k[layer].view(n * bs, h_kv, d).index_copy_(0, dest, k.to(self.k.dtype))
+        self.v[layer].view(n * bs, h_kv, d).index_copy_(0, dest, v.to(self.v.dtype))
+        self.bytes_written[kind] += dest.shape[0] * self.bytes_per_token // self.k.shape[0]
+
 
 @dataclass
 class CacheEntry:
@@ -162,6 +181,7 @@ class CacheEntry:
     n_tokens: int
     refcount: int = 0
     hits: int = field(default=0)
+    offset: int = 0  # position of the first token the stored K is rotated for (0: local)
 
 
 class DocumentKVCache:
@@ -190,9 +210,15 @@ class DocumentKVCache:
         while self.pool.n_free < n_blocks:
             victim = next((e for e in self._entries.values() if e.refcount == 0), None)
             if victim is None:
+                pinned = sum(len(e.blocks) for e in self._entries.values())
+                why = (
+                    f"every cached document ({pinned} blocks) is pinned by a running request"
+                    if self._entries
+                    else "nothing is cached (the other blocks hold running requests' own tokens)"
+                )
                 raise PoolExhaustedError(
-                    f"need {n_blocks} blocks but only {self.pool.n_free} are free and every cached "
-                    f"document is pinned; enlarge the pool (n_blocks={self.pool.n_blocks})"
+                    f"need {n_blocks} blocks but only {self.pool.n_free} of "
+                    f"{self.pool.n_blocks} are free and {why}; enlarge the pool (n_blocks)"
                 )
             del self._entries[victim.key]
             self.pool.free(victim.blocks)

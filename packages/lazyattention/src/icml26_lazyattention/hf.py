@@ -1,98 +1,458 @@
-"""transformers integration: a RAG pipeline for Llama-family models over cached documents.
+"""transformers integration: a position-free document KV :class:`~transformers.Cache` and a
+registered attention function, so that ``model.generate(...)`` runs LazyAttention.
 
-:class:`LazyRAGPipeline` drives a ``LlamaForCausalLM`` with its own forward (no monkey-patching
-of the library): it reads the model's modules (embeddings, per-layer norms, q/k/v/o projections,
-MLP, final norm, LM head) and routes attention through :mod:`icml26_kernels.attention`:
-documents are prefilled once at local positions into a :class:`~.cache.BlockPool`, queries are
-prefilled with :func:`~icml26_kernels.attention.paged_prefill` and tokens decoded with
-:func:`~icml26_kernels.attention.paged_decode`, the query de-rotated per document block.
+How the pieces fit (nothing in the model is copied or monkey-patched):
 
-``transformers`` is imported lazily (extra ``icml26-lazyattention[hf]``).
+- :func:`register` adds ``"icml26_lazyattention"`` to transformers' ``AttentionInterface``
+  (and a no-op mask builder to ``AttentionMaskInterface``: the block table *is* the mask).
+  The model's own forward runs: embeddings, norms, projections, the model's own rotary
+  embedding (every static RoPE type it supports), MLP, LM head.
+- :class:`LazyDocumentCache` is the ``Cache`` passed to ``generate``. Each request (batch row)
+  is an ordered list of documents already in the :class:`~.cache.BlockPool` (stored once at
+  local positions 0..L−1) plus private blocks for its own tokens. ``update`` writes the new
+  tokens' K/V into the private blocks and, once per forward (at layer 0), makes the step's
+  plan: the packed block table of every row and :func:`~icml26_kernels.attention.plan_paged`,
+  built from host-side bookkeeping, so no layer reads anything back from the device.
+- The attention function runs :func:`~icml26_kernels.attention.paged_prefill` (several new
+  tokens; left padding excluded through ``new_start``) or
+  :func:`~icml26_kernels.attention.paged_decode` (one token), the query de-rotated per document
+  block by the document's offset Δ_d.
+
+Positions: ``generate`` derives ``position_ids`` from ``attention_mask`` (cumsum). The inputs
+that :meth:`LazyRAGPipeline.request` builds hold each row's documents as a *virtual* past (their
+tokens, with mask 1) followed by its left-padded query, so the query of a row whose documents
+total D_b tokens sits at positions D_b, D_b + 1, ...: the contiguous unpadded positions of
+:mod:`.layout`. RoPE is the model's (``rotary_emb``, ``attention_scaling`` included); the
+de-rotation table is built from the same ``inv_freq``. ``rope_type`` ``"dynamic"`` and
+``"longrope"`` change θ with the sequence length, so a stored key's rotation would depend on
+the request: they are refused with an error naming the type.
+
+``transformers`` comes with the extra ``icml26-lazyattention[hf]``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
+import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from icml26_kernels.attention import (
-    Llama3Scaling,
+    PAD_MAX,
     RopeConfig,
-    apply_rope,
     paged_decode,
     paged_prefill,
+    plan_paged,
     rope_table,
 )
+from icml26_kernels.backend import select_backend
+
+try:  # the [hf] extra; without it the pipeline and the cache refuse to be built
+    from transformers import Cache as _CacheBase
+    from transformers.cache_utils import CacheLayerMixin as _LayerBase
+except ImportError:  # pragma: no cover
+    _CacheBase = object  # type: ignore[misc,assignment]
+    _LayerBase = object  # type: ignore[misc,assignment]
 
 from .cache import BlockPool, DocumentKVCache, document_key
 from .layout import blocks_for
 from .lazy import POLICIES, RequestPlan, _filler, block_diagonal_mask, plan_documents, release_plan
 
-__all__ = ["Generation", "LazyRAGPipeline", "rope_config_from_hf"]
+__all__ = [
+    "ATTN_IMPLEMENTATION",
+    "Generation",
+    "LazyBatch",
+    "LazyDocumentCache",
+    "LazyRAGPipeline",
+    "register",
+    "rope_config_from_hf",
+]
 
+ATTN_IMPLEMENTATION = "icml26_lazyattention"
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+LENGTH_DEPENDENT_ROPE = ("dynamic", "longrope")
 
 
-def rope_config_from_hf(config: Any) -> RopeConfig:
-    """:class:`RopeConfig` of a Llama-family ``transformers`` config (default or llama3 RoPE)."""
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    params = dict(getattr(config, "rope_parameters", None) or {})
-    legacy = dict(getattr(config, "rope_scaling", None) or {})  # transformers 4.x
-    params = {**legacy, **params}
-    theta = params.get("rope_theta", getattr(config, "rope_theta", 10000.0))
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    partial = (
-        params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)) or 1.0
+# ----------------------------------------------------------------------------- RoPE
+
+
+def _rotary(model: Any) -> Any:
+    base = getattr(model, "model", model)
+    rot = getattr(base, "rotary_emb", None)
+    if rot is None or not hasattr(rot, "inv_freq"):
+        raise ValueError(
+            f"{type(model).__name__} has no rotary embedding with inv_freq (model.model.rotary_emb)"
+        )
+    return rot
+
+
+def rope_config_from_hf(model: Any) -> RopeConfig:
+    """:class:`RopeConfig` of a ``transformers`` causal LM, read from its own rotary embedding.
+
+    θᵢ are the model's ``rotary_emb.inv_freq`` (default, linear, llama3, yarn, ... scaling
+    already applied by transformers); ``attention_scaling`` multiplies HF's cos/sin and needs no
+    counterpart here (the stored keys carry it, the de-rotation is a pure rotation).
+    """
+    rot = _rotary(model)
+    rope_type = getattr(rot, "rope_type", "default")
+    if rope_type in LENGTH_DEPENDENT_ROPE:
+        raise ValueError(
+            f"rope_type {rope_type!r} is not supported: its frequencies change with the sequence "
+            "length, so a document's stored keys would depend on the request; use a static "
+            "type (default, linear, llama3, yarn, ...)"
+        )
+    cfg = model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    inv = rot.inv_freq.detach().to("cpu", torch.float64)
+    return RopeConfig(
+        head_dim=head_dim,
+        rotary_dim=2 * inv.numel(),
+        inv_freq=tuple(float(x) for x in inv.tolist()),
     )
-    if partial != 1.0:
-        raise ValueError(
-            f"partial_rotary_factor={partial} is not supported for Llama-family models"
+
+
+# ----------------------------------------------------------------------------- the Cache
+
+
+@dataclass
+class _Row:
+    doc_entries: list[int]  # packed table entries of the request's documents (Δ_d, pads)
+    private: list[int]  # pool blocks holding the request's own tokens
+    n_private: int = 0  # tokens written there
+    pad: int = 0  # left padding of the row's first forward
+
+
+@dataclass
+class _Step:
+    plan: Any  # PagedPlan of this forward
+    new_start: torch.Tensor | None  # (B,) left padding per row (prefill), None for decode
+    src: torch.Tensor  # (n_new,) rows of the flattened (B*T) new K/V to store
+    dest: torch.Tensor  # (n_new,) flat pool slots (block * block_size + slot)
+    decode: bool
+
+
+@dataclass
+class _Active:
+    cache: LazyDocumentCache
+    layer: int
+    key: torch.Tensor
+
+
+_ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar(
+    "icml26_lazyattention_active", default=None
+)
+
+
+def _entry(block: int, offset: int, pad: int) -> int:
+    """One packed table entry (see ``icml26_kernels.attention.block_table``), host int."""
+    return block | ((offset + 1) << 32) | (pad << 48)
+
+
+class _LazyLayer(_LayerBase):  # type: ignore[misc,valid-type]
+    """One model layer's view of a :class:`LazyDocumentCache` (the pool holds the K/V)."""
+
+    is_compileable = False
+    is_sliding = False
+    is_croppable = False
+
+    def __init__(self, owner: LazyDocumentCache) -> None:
+        super().__init__()
+        self.owner = owner
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        return None
+
+    def update(self, key_states, value_states, *args, **kwargs):  # pragma: no cover
+        raise RuntimeError("LazyDocumentCache.update dispatches per layer itself")
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.owner.seq_length + query_length, 0
+
+    def get_seq_length(self) -> int:
+        return self.owner.seq_length
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        raise NotImplementedError("LazyDocumentCache does not support beam search")
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if repeats != 1:
+            raise NotImplementedError(
+                "LazyDocumentCache cannot expand a batch (num_return_sequences/num_beams > 1)"
+            )
+
+
+class LazyDocumentCache(_CacheBase):  # type: ignore[misc,valid-type]
+    """Position-free document KV for ``model.generate``: one row per request.
+
+    Built by :meth:`LazyRAGPipeline.request` (not by hand). Row b attends to its documents'
+    pool blocks (read in place, the query de-rotated by Δ_d) and to its own tokens, which
+    ``update`` writes into private blocks (allocated from the pool as the row grows).
+    ``get_seq_length()`` counts the virtual past (the longest row's documents) plus every
+    token fed since, as ``generate`` expects.
+    """
+
+    def __init__(
+        self,
+        pipeline: LazyRAGPipeline,
+        rows: list[_Row],
+        past_length: int,
+        *,
+        kind: str = "private",
+        grow: bool = True,
+    ) -> None:
+        if _CacheBase is object:
+            raise ImportError(
+                "LazyDocumentCache needs transformers: pip install 'icml26-lazyattention[hf]'"
+            )
+        super().__init__(layers=[_LazyLayer(self) for _ in range(pipeline.n_layers)])
+        self.pipeline = pipeline
+        self.rows = rows
+        self.seq_length = past_length
+        self.kind = kind
+        self.grow = grow
+        self.step: _Step | None = None
+        self.n_forwards = 0
+        self.released = False
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        """Store the new tokens' K/V ``(B, H_kv, T, D)`` in the rows' private blocks.
+
+        At layer 0 the step is planned (tables, checks: host bookkeeping only); every layer
+        then scatters its K/V with index tensors built there (no device→host reads)."""
+        if self.released:
+            raise RuntimeError("this LazyDocumentCache was released (request finished)")
+        if layer_idx == 0:
+            self._plan_step(key_states)
+        step = self.step
+        if step is None:
+            raise RuntimeError("LazyDocumentCache.update must see layer 0 first")
+        b, h_kv, t, d = key_states.shape
+        k = key_states.transpose(1, 2).reshape(b * t, h_kv, d).index_select(0, step.src)
+        v = value_states.transpose(1, 2).reshape(b * t, h_kv, d).index_select(0, step.src)
+        self.pipeline.pool.scatter(layer_idx, step.dest, k, v, kind=self.kind)
+        _ACTIVE.set(_Active(self, layer_idx, key_states))
+        return key_states, value_states
+
+    def _plan_step(self, key_states: torch.Tensor) -> None:
+        pipe = self.pipeline
+        b_size, _, t, _ = key_states.shape
+        if b_size != len(self.rows):
+            raise ValueError(
+                f"the cache holds {len(self.rows)} requests but the batch has {b_size} rows"
+            )
+        bs = pipe.pool.block_size
+        first = self.n_forwards == 0
+        decode = t == 1 and not (first and any(r.pad for r in self.rows))
+        src: list[int] = []
+        dest: list[int] = []
+        entries: list[list[int]] = []
+        starts: list[int] = []
+        for bi, row in enumerate(self.rows):
+            pad = row.pad if first else 0
+            if pad >= t:
+                raise ValueError(f"row {bi} is all padding in its first forward")
+            n_new = t - pad
+            need = blocks_for(row.n_private + n_new, bs)
+            if need > len(row.private):
+                if not self.grow:
+                    raise ValueError("the document's blocks cannot hold its tokens")
+                row.private += pipe.cache.allocate(need - len(row.private))
+            before = row.n_private
+            for i in range(n_new):
+                slot = before + i
+                dest.append(row.private[slot // bs] * bs + slot % bs)
+                src.append(bi * t + pad + i)
+            row.n_private += n_new
+            visible = row.n_private if decode else before  # decode: its own key is pooled
+            nb = blocks_for(visible, bs)
+            priv = []
+            if nb:
+                priv = [_entry(blk, 0, 0) for blk in row.private[: nb - 1]]
+                priv.append(_entry(row.private[nb - 1], 0, nb * bs - visible))
+            entries.append(row.doc_entries + priv)
+            starts.append(pad)
+        width = max(len(e) for e in entries)
+        table = torch.zeros(b_size, width, dtype=torch.int64)
+        for bi, e in enumerate(entries):
+            table[bi, : len(e)] = torch.tensor(e, dtype=torch.int64)
+        # validated on the host copy (no device read), then moved once
+        plan = plan_paged(
+            table,
+            block_size=bs,
+            n_pool_blocks=pipe.pool.n_blocks,
+            cfg=pipe.rope,
+            table=pipe.cos_sin(max(1, self.seq_length + t)),
+            need_blocks=decode,
         )
-    llama3 = None
-    if rope_type == "llama3":
-        llama3 = Llama3Scaling(
-            factor=float(params["factor"]),
-            low_freq_factor=float(params["low_freq_factor"]),
-            high_freq_factor=float(params["high_freq_factor"]),
-            original_max_position_embeddings=int(params["original_max_position_embeddings"]),
+        dev = pipe.device
+        plan = dataclasses.replace(plan, block_table=table.to(dev), n_blocks=plan.n_blocks.to(dev))
+        self.step = _Step(
+            plan=plan,
+            new_start=None if decode else torch.tensor(starts, dtype=torch.int32).to(dev),
+            src=torch.tensor(src, dtype=torch.int64).to(dev),
+            dest=torch.tensor(dest, dtype=torch.int64).to(dev),
+            decode=decode,
         )
-    elif rope_type != "default":
-        raise ValueError(
-            f"rope_type {rope_type!r} is not supported; expected 'default' or 'llama3'"
+        self.seq_length += t
+        self.n_forwards += 1
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seq_length
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        raise NotImplementedError("LazyDocumentCache does not support beam search")
+
+    def crop(self, max_length: int) -> None:
+        raise NotImplementedError("LazyDocumentCache cannot be cropped")
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def lazy_attention_forward(
+    module: Any,
+    query: torch.Tensor,  # (B, H, T, D), rotated at logical positions by the model
+    key: torch.Tensor,  # (B, H_kv, T, D), the new tokens' keys (as returned by update)
+    value: torch.Tensor,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """The registered attention function: paged prefill/decode over the cache's block table."""
+    active = _ACTIVE.get()
+    if active is None or active.key is not key:
+        raise RuntimeError(
+            f"attn_implementation={ATTN_IMPLEMENTATION!r} needs a LazyDocumentCache passed to "
+            "generate/forward (build one with LazyRAGPipeline.request)"
         )
-    return RopeConfig(head_dim=head_dim, base=float(theta), llama3=llama3)
+    if dropout:
+        raise ValueError("LazyAttention is an inference path; dropout must be 0")
+    cache, layer = active.cache, active.layer
+    pipe, step = cache.pipeline, cache.step
+    if step is None:  # pragma: no cover - update() plans before it sets _ACTIVE
+        raise RuntimeError("LazyDocumentCache has no step plan")
+    kp, vp = pipe.pool.k[layer], pipe.pool.v[layer]
+    q = query.transpose(1, 2)  # (B, T, H, D)
+    plan = step.plan
+    if step.decode:
+        out = paged_decode(
+            q[:, 0],
+            kp,
+            vp,
+            plan.block_table,
+            pipe.rope,
+            scale=scaling,
+            plan=plan,
+            prefer=pipe.prefer,
+        )[:, None]
+    else:
+        out = paged_prefill(
+            q, key.transpose(1, 2), value.transpose(1, 2), kp, vp, plan.block_table, pipe.rope,
+            scale=scaling, new_start=step.new_start, plan=plan, prefer=pipe.prefer,
+        )  # fmt: skip
+    return out, None  # (B, T, H, D)
+
+
+def _no_mask(*args: Any, **kwargs: Any) -> None:
+    """The block table and ``new_start`` are the mask; transformers builds none."""
+    return None
+
+
+def register() -> str:
+    """Register the attention function and its (empty) mask builder with transformers; returns
+    the ``attn_implementation`` name (idempotent)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(ATTN_IMPLEMENTATION, lazy_attention_forward)
+    AttentionMaskInterface.register(ATTN_IMPLEMENTATION, _no_mask)
+    return ATTN_IMPLEMENTATION
+
+
+@contextlib.contextmanager
+def _attn_implementation(model: Any, name: str) -> Iterator[None]:
+    prev = model.config._attn_implementation
+    model.set_attn_implementation(name)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(prev)
+
+
+def _cache_kwarg(model: Any) -> str:
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+# ----------------------------------------------------------------------------- pipeline
 
 
 @dataclass
 class Generation:
-    """Output of :meth:`LazyRAGPipeline.generate`."""
+    """Output of :meth:`LazyRAGPipeline.generate` (one request)."""
 
-    tokens: list[int]  # generated token ids
+    tokens: list[int]  # generated token ids (eos included when generated)
     text: str | None  # decoded with the tokenizer, when one was given
-    query_logits: torch.Tensor  # (Tq, vocab) at the query positions; the first token uses row -1
-    step_logits: torch.Tensor  # (n_new, vocab) the logits each generated token was chosen from
-    ttft_s: float  # request start → first token chosen (document KV + query prefill)
+    step_logits: torch.Tensor  # (n_new, vocab) raw logits each generated token was chosen from
+    ttft_s: float  # request start → first token (document KV + query prefill)
     total_s: float
     doc_hits: int
     doc_misses: int
 
 
+@dataclass
+class LazyBatch:
+    """A prepared batch of requests: ``model.generate(**batch.inputs, ...)``."""
+
+    inputs: dict[str, Any]  # input_ids, attention_mask and the cache (under the model's kwarg)
+    cache: Any  # LazyDocumentCache
+    plans: list[RequestPlan]
+    prompt_length: int  # input_ids.shape[1]: generated tokens start after it
+
+
+class _FirstTokenClock:
+    """A ``generate`` streamer that records when the first new token arrives and forwards
+    everything to the caller's own streamer, if any."""
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.first: float | None = None
+
+    def put(self, value: Any) -> None:
+        self.calls += 1
+        if self.calls == 2 and self.first is None:  # call 1 is the prompt
+            self.first = time.perf_counter()
+        if self.inner is not None:
+            self.inner.put(value)
+
+    def end(self) -> None:
+        if self.inner is not None:
+            self.inner.end()
+
+
 class LazyRAGPipeline:
-    """Prefill documents once, answer ``generate(query, documents=[...])`` over any order.
+    """Prefill documents once; answer requests over any order of them with ``model.generate``.
 
     Args:
-        model: a ``transformers`` Llama-family causal LM (``model_type`` in
-            ``("llama", "mistral", "qwen2")``; no sliding window).
-        tokenizer: optional, for ``str`` inputs (``encode(text, add_special_tokens=False)``/``decode``).
-        block_size: tokens per KV block (power of two for the Triton kernels).
+        model: a ``transformers`` causal LM (``model_type`` in ``("llama", "mistral",
+            "qwen2")``, no sliding window, a static RoPE type).
+        tokenizer: optional, for ``str`` inputs (``encode(text, add_special_tokens=False)``).
+        block_size: tokens per KV block (<= 65536; a power of two for the Triton kernels).
         n_blocks: KV pool budget in blocks (cache + per-request blocks share it).
-        policy: ``"lazy"`` (the paper) or a baseline ``"reencode"``, ``"prefix"``, ``"recompute"``
-            (see :mod:`icml26_lazyattention.lazy`).
+        policy: ``"lazy"`` (the paper) or a baseline ``"reencode"``, ``"prefix"``,
+            ``"recompute"`` (see :mod:`icml26_lazyattention.lazy`).
         backend: kernel backend request for :func:`icml26_kernels.backend.select_backend`.
-        rope: override the RoPE read from the config (e.g. interleaved / partial, for tests).
     """
 
     def __init__(
@@ -104,7 +464,6 @@ class LazyRAGPipeline:
         n_blocks: int = 1024,
         policy: str = "lazy",
         backend: str | None = None,
-        rope: RopeConfig | None = None,
     ) -> None:
         from transformers import PreTrainedModel
 
@@ -123,22 +482,30 @@ class LazyRAGPipeline:
             raise ValueError("sliding-window attention is not supported; set sliding_window=None")
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}; got {policy!r}")
+        if not isinstance(block_size, int) or not 1 <= block_size <= PAD_MAX + 1:
+            raise ValueError(
+                f"block_size must be an int in [1, {PAD_MAX + 1}] (the packed pad field is "
+                f"16 bits); got {block_size!r}"
+            )
+        p = next(model.parameters())
+        self.dtype, self.device = p.dtype, p.device
+        if select_backend(self.device, prefer=backend).uses_triton and block_size & (
+            block_size - 1
+        ):
+            raise ValueError(
+                f"block_size must be a power of two for the Triton kernels; got {block_size} "
+                "(or pass backend='torch')"
+            )
         self.model = model
         self.tokenizer = tokenizer
         self.policy = policy
         self.prefer = backend
-        self.rope = rope if rope is not None else rope_config_from_hf(cfg)
+        self.rope = rope_config_from_hf(model)
         self.n_heads = cfg.num_attention_heads
         self.n_kv_heads = getattr(cfg, "num_key_value_heads", None) or self.n_heads
-        if self.rope.head_dim != (
-            getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
-        ):
-            raise ValueError("rope.head_dim must equal the model's head_dim")
-        p = next(model.parameters())
-        self.dtype, self.device = p.dtype, p.device
-        self.layers = model.model.layers
+        self.n_layers = cfg.num_hidden_layers
         self.pool = BlockPool(
-            n_layers=len(self.layers),
+            n_layers=self.n_layers,
             n_blocks=n_blocks,
             block_size=block_size,
             n_kv_heads=self.n_kv_heads,
@@ -148,35 +515,21 @@ class LazyRAGPipeline:
         )
         self.cache = DocumentKVCache(self.pool)
         self._table = rope_table(self.rope, 1024, dtype=self.dtype, device=self.device)
+        register()
 
-    # ------------------------------------------------------------------ model forward pieces
+    # ------------------------------------------------------------------ helpers
 
-    def _cos_sin(self, n_positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def cos_sin(self, n_positions: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The de-rotation cos/sin table covering offsets ``< n_positions`` (grown by doubling)."""
         if self._table[0].shape[0] < n_positions:
             n = max(n_positions, 2 * self._table[0].shape[0])
             self._table = rope_table(self.rope, n, dtype=self.dtype, device=self.device)
         return self._table
 
-    def _qkv(self, layer: Any, h: torch.Tensor, positions: torch.Tensor):
-        """h (T, hidden) → q (T, H, D), k, v (T, H_kv, D); q and k rotated at ``positions``."""
-        t, d = h.shape[0], self.rope.head_dim
-        x = layer.input_layernorm(h)
-        attn = layer.self_attn
-        q = attn.q_proj(x).view(t, self.n_heads, d)
-        k = attn.k_proj(x).view(t, self.n_kv_heads, d)
-        v = attn.v_proj(x).view(t, self.n_kv_heads, d)
-        table = self._cos_sin(int(positions.max()) + 1)
-        q = apply_rope(q[None], positions[None], self.rope, table=table, prefer=self.prefer)[0]
-        k = apply_rope(k[None], positions[None], self.rope, table=table, prefer=self.prefer)[0]
-        return q, k, v
-
-    def _finish(self, layer: Any, h: torch.Tensor, attn_out: torch.Tensor) -> torch.Tensor:
-        """Residual + o_proj, then the MLP block. attn_out (T, H, D) → h (T, hidden)."""
-        h = h + layer.self_attn.o_proj(attn_out.reshape(h.shape[0], -1))
-        return h + layer.mlp(layer.post_attention_layernorm(h))
-
-    def _logits(self, h: torch.Tensor) -> torch.Tensor:
-        return self.model.lm_head(self.model.model.norm(h))
+    def attention(self) -> contextlib.AbstractContextManager[None]:
+        """Context in which the model runs with ``attn_implementation="icml26_lazyattention"``
+        (restored afterwards)."""
+        return _attn_implementation(self.model, ATTN_IMPLEMENTATION)
 
     def _ids(self, x: Any, name: str) -> list[int]:
         if isinstance(x, str):
@@ -186,7 +539,19 @@ class LazyRAGPipeline:
                 )
             ids = [int(t) for t in self.tokenizer.encode(x, add_special_tokens=False)]
         else:
-            ids = [int(t) for t in (x.tolist() if isinstance(x, torch.Tensor) else x)]
+            if isinstance(x, torch.Tensor):
+                if x.dim() != 1 or x.dtype.is_floating_point:
+                    raise ValueError(
+                        f"{name} must be a 1-D integer tensor of token ids; got "
+                        f"{tuple(x.shape)} {x.dtype}"
+                    )
+                x = x.tolist()
+            try:
+                ids = [int(t) for t in x]
+            except (TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"{name} must be a string or a flat sequence of token ids"
+                ) from exc
         if not ids:  # also a string the tokenizer maps to no tokens
             raise ValueError(f"{name} must contain at least one token")
         vocab = self.model.config.vocab_size
@@ -195,65 +560,33 @@ class LazyRAGPipeline:
         return ids
 
     @torch.no_grad()
-    def _prefill_tokens(
-        self,
-        tokens: Sequence[int],
-        start: int,
-        ctx_table: torch.Tensor,
-        write_blocks: Sequence[int],
-        kind: str,
-    ) -> torch.Tensor:
-        """Run ``tokens`` at positions start.. through every layer: attention over the paged
-        context ``ctx_table (1, M)`` plus causal self-attention; their KV goes to ``write_blocks``.
-        Returns the final hidden states (T, hidden)."""
-        ids = torch.as_tensor(list(tokens), device=self.device)
-        pos = torch.arange(start, start + len(ids), device=self.device)
-        max_off = int(((ctx_table >> 32) & 0xFFFF).max()) if ctx_table.numel() else 0
-        table = self._cos_sin(max(int(pos.max()) + 1, max_off))
-        h = self.model.model.embed_tokens(ids)
-        for li, layer in enumerate(self.layers):
-            q, k, v = self._qkv(layer, h, pos)
-            o = paged_prefill(
-                q[None], k[None], v[None], self.pool.k[li], self.pool.v[li], ctx_table, self.rope,
-                table=table, prefer=self.prefer,
-            )[0]  # fmt: skip
-            self.pool.write(li, write_blocks, 0, k, v, kind=kind)
-            h = self._finish(layer, h, o)
-        return h
-
     def _prefill_document(
         self, tokens: Sequence[int], blocks: list[int], start: int, kind: str
     ) -> None:
-        empty = torch.zeros(1, 0, dtype=torch.int64, device=self.device)
-        self._prefill_tokens(tokens, start, empty, blocks, kind)
+        """The model's own forward over one document alone, at positions start..; its K/V go
+        to ``blocks`` (slot 0 onwards)."""
+        cache = LazyDocumentCache(self, [_Row([], list(blocks))], start, kind=kind, grow=False)
+        ids = torch.as_tensor(list(tokens), device=self.device)[None]
+        pos = torch.arange(start, start + ids.shape[1], device=self.device)[None]
+        base = self.model.model
+        with self.attention():
+            base(input_ids=ids, position_ids=pos, use_cache=True, **{_cache_kwarg(base): cache})
 
-    @torch.no_grad()
-    def _decode_step(
-        self, token: int, position: int, slot: int, plan: RequestPlan, private: list[int]
-    ) -> torch.Tensor:
-        """One new token at ``position``: append its KV at private ``slot``, attend, return logits."""
-        ids = torch.tensor([token], device=self.device)
-        pos = torch.tensor([position], device=self.device)
-        row = plan.table(private[: blocks_for(slot + 1, self.pool.block_size)], slot + 1)[None].to(
-            self.device
-        )
-        table = self._cos_sin(position + 1)
-        h = self.model.model.embed_tokens(ids)
-        for li, layer in enumerate(self.layers):
-            q, k, v = self._qkv(layer, h, pos)
-            self.pool.write(li, private, slot, k, v, kind="private")
-            o = paged_decode(
-                q, self.pool.k[li], self.pool.v[li], row, self.rope, table=table, prefer=self.prefer
-            )
-            h = self._finish(layer, h, o)
-        return self._logits(h)[0]
+    def _pad_id(self) -> int:
+        gc = getattr(self.model, "generation_config", None)
+        for v in (getattr(gc, "pad_token_id", None), getattr(gc, "eos_token_id", None)):
+            if isinstance(v, int):
+                return v
+            if isinstance(v, (list, tuple)) and v:
+                return int(v[0])
+        return 0
 
     # ------------------------------------------------------------------ public API
 
     def add_documents(self, documents: Sequence[Any]) -> list[str]:
         """Prefill and cache documents ahead of requests (position-independent policies only).
         Returns their cache keys."""
-        if self.policy not in ("lazy", "reencode"):
+        if self.policy not in ("lazy", "reencode", "inplace"):
             raise ValueError(
                 f"add_documents needs a position-independent policy; this pipeline is {self.policy!r}"
             )
@@ -266,102 +599,150 @@ class LazyRAGPipeline:
             keys.append(key)
         return keys
 
+    def prepare(self, queries: Sequence[Any], documents: Sequence[Sequence[Any]]) -> LazyBatch:
+        """Plan every request's documents (cache hits, misses prefilled, pinned) and build the
+        ``generate`` inputs; call :meth:`release` afterwards (or use :meth:`request`)."""
+        if not isinstance(queries, (list, tuple)) or not queries:
+            raise ValueError("queries must be a non-empty list (one query per request)")
+        if not isinstance(documents, (list, tuple)) or len(documents) != len(queries):
+            raise ValueError(
+                f"documents must be a list with one document list per query ({len(queries)})"
+            )
+        q_ids = [self._ids(q, f"queries[{b}]") for b, q in enumerate(queries)]
+        docs: list[list[list[int]]] = []
+        for b, ds in enumerate(documents):
+            if not isinstance(ds, (list, tuple)) or not ds:
+                raise ValueError(f"documents[{b}] must be a non-empty list of documents")
+            docs.append([self._ids(d, f"documents[{b}][{i}]") for i, d in enumerate(ds)])
+        plans: list[RequestPlan] = []
+        try:
+            for ds in docs:
+                plans.append(
+                    plan_documents(
+                        self.policy,
+                        self.cache,
+                        ds,
+                        self._prefill_document,
+                        self.rope,
+                        prefer=self.prefer,
+                    )
+                )
+        except BaseException:
+            for plan in plans:
+                release_plan(self.cache, plan)
+            raise
+        d_len = [p.layout.total_length for p in plans]
+        past, t_max = max(d_len), max(len(q) for q in q_ids)
+        pad = self._pad_id()
+        rows, ids, mask = [], [], []
+        for plan, ds, q, dl in zip(plans, docs, q_ids, d_len):
+            flat = [t for d in ds for t in d]
+            ids.append([pad] * (past - dl) + flat + [pad] * (t_max - len(q)) + q)
+            mask.append([0] * (past - dl) + [1] * dl + [0] * (t_max - len(q)) + [1] * len(q))
+            rows.append(_Row(plan.table().tolist(), [], 0, t_max - len(q)))
+        cache = LazyDocumentCache(self, rows, past)
+        inputs = {
+            "input_ids": torch.tensor(ids, device=self.device),
+            "attention_mask": torch.tensor(mask, device=self.device),
+            _cache_kwarg(self.model): cache,
+        }
+        return LazyBatch(inputs, cache, plans, past + t_max)
+
+    def release(self, batch: LazyBatch) -> None:
+        """Free the batch's private blocks and unpin its documents (idempotent)."""
+        if batch.cache.released:
+            return
+        batch.cache.released = True
+        for row in batch.cache.rows:
+            self.pool.free(row.private)
+            row.private = []
+        for plan in batch.plans:
+            release_plan(self.cache, plan)
+
+    @contextlib.contextmanager
+    def request(
+        self, queries: Sequence[Any], documents: Sequence[Sequence[Any]]
+    ) -> Iterator[LazyBatch]:
+        """``with pipe.request(queries, documents) as batch: model.generate(**batch.inputs, ...)``
+
+        One row per request, its documents in the given order; any ``generate`` argument
+        (sampling, logits processors, stopping criteria, streamer, eos from the model's
+        generation config, ...) applies. Beam search and ``num_return_sequences > 1`` are not
+        supported. Generated tokens start at ``batch.prompt_length``."""
+        batch = self.prepare(queries, documents)
+        try:
+            with self.attention():
+                yield batch
+        finally:
+            self.release(batch)
+
+    @torch.no_grad()
+    def logits(self, query: Any, documents: Sequence[Any]) -> torch.Tensor:
+        """One forward of the query over its documents through the lazy path: the query
+        positions' logits ``(Tq, vocab)``."""
+        with self.request([query], [documents]) as batch:
+            past = batch.cache.seq_length
+            out = self.model(
+                input_ids=batch.inputs["input_ids"][:, past:],
+                attention_mask=batch.inputs["attention_mask"],
+                position_ids=batch.inputs["attention_mask"].cumsum(-1)[:, past:] - 1,
+                **{_cache_kwarg(self.model): batch.cache},
+            )
+        return out.logits[0]
+
     @torch.no_grad()
     def generate(
-        self,
-        query: Any,
-        documents: Sequence[Any],
-        *,
-        max_new_tokens: int = 16,
-        eos_token_id: int | None = None,
-        do_sample: bool = False,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
+        self, query: Any, documents: Sequence[Any], *, max_new_tokens: int = 16, **kwargs: Any
     ) -> Generation:
-        """Answer ``query`` after ``documents`` (token ids or strings), in the given order.
-
-        Document KV comes from the cache (prefilled on a miss) according to the policy; the query
-        is prefilled through the paged prefill kernel, then up to ``max_new_tokens`` tokens are
-        decoded one at a time (greedy unless ``do_sample``)."""
+        """Answer ``query`` after ``documents`` (token ids or strings), in the given order, with
+        ``model.generate`` (greedy unless ``do_sample=True``; any other ``generate`` keyword is
+        passed on; eos defaults to the model's generation config)."""
         if not isinstance(documents, (list, tuple)) or not documents:
             raise ValueError("documents must be a non-empty list of documents")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1; got {max_new_tokens}")
-        if do_sample and not temperature > 0:
-            raise ValueError(f"temperature must be > 0 when sampling; got {temperature}")
-        q_ids = self._ids(query, "query")
-        docs = [self._ids(d, f"documents[{i}]") for i, d in enumerate(documents)]
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an int >= 1; got {max_new_tokens!r}")
+        for name in ("num_beams", "num_return_sequences"):
+            if kwargs.get(name, 1) != 1:
+                raise ValueError(f"{name} > 1 is not supported by LazyDocumentCache")
+        kwargs.setdefault("do_sample", False)
+        kwargs.setdefault("pad_token_id", self._pad_id())
+        clock = _FirstTokenClock(kwargs.pop("streamer", None))
         t0 = time.perf_counter()
-        plan = plan_documents(
-            self.policy, self.cache, docs, self._prefill_document, self.rope, prefer=self.prefer
-        )
-        private: list[int] = []
-        try:
-            n_priv = len(q_ids) + max_new_tokens
-            private = self.cache.allocate(blocks_for(n_priv, self.pool.block_size))
-            start = plan.layout.total_length
-            ctx = plan.table()[None].to(self.device)
-            h = self._prefill_tokens(q_ids, start, ctx, private, "private")
-            query_logits = self._logits(h)
-            steps = [query_logits[-1]]
-            out = [self._pick(steps[-1], do_sample, temperature, top_k, generator)]
-            ttft = time.perf_counter() - t0
-            while len(out) < max_new_tokens and out[-1] != eos_token_id:
-                slot = len(q_ids) + len(out) - 1
-                logits = self._decode_step(out[-1], start + slot, slot, plan, private)
-                steps.append(logits)
-                out.append(self._pick(logits, do_sample, temperature, top_k, generator))
-        finally:
-            self.pool.free(private)
-            release_plan(self.cache, plan)
-        text = self.tokenizer.decode(out) if self.tokenizer is not None else None
+        with self.request([query], [documents]) as batch:
+            out = self.model.generate(  # type: ignore[operator]
+                **batch.inputs,
+                max_new_tokens=max_new_tokens,
+                return_dict_in_generate=True,
+                output_logits=True,
+                streamer=clock,
+                **kwargs,
+            )
+            plan = batch.plans[0]
+        total = time.perf_counter() - t0
+        tokens = out.sequences[0, batch.prompt_length :].tolist()
+        text = self.tokenizer.decode(tokens) if self.tokenizer is not None else None
         return Generation(
-            out,
+            tokens,
             text,
-            query_logits,
-            torch.stack(steps),
-            ttft,
-            time.perf_counter() - t0,
+            torch.cat([s[:1] for s in out.logits]),
+            (clock.first or time.perf_counter()) - t0,
+            total,
             plan.hits,
             plan.misses,
         )
 
-    @staticmethod
-    def _pick(
-        logits: torch.Tensor, do_sample: bool, temperature: float, top_k: int | None, generator: Any
-    ) -> int:
-        if not do_sample:
-            return int(logits.argmax())
-        z = logits.double() / temperature
-        if top_k is not None:
-            kth = torch.topk(z, min(top_k, z.numel())).values[-1]
-            z = z.masked_fill(z < kth, float("-inf"))
-        return int(torch.multinomial(z.softmax(-1), 1, generator=generator))
-
     @torch.no_grad()
     def dense_block_diagonal_logits(self, query: Any, documents: Sequence[Any]) -> torch.Tensor:
-        """Reference for tests: one dense forward over ``[docs][query]`` at contiguous unpadded
-        positions with :func:`~.lazy.block_diagonal_mask` (no pool, no blocks, no deferred RoPE).
+        """Reference for tests: the model's own forward (its configured attention, not the lazy
+        one) over ``[docs][query]`` at contiguous positions with an additive 4-D
+        :func:`~.lazy.block_diagonal_mask` (no pool, no blocks, no deferred RoPE).
         Returns the query positions' logits ``(Tq, vocab)``."""
         q_ids = self._ids(query, "query")
         docs = [self._ids(d, f"documents[{i}]") for i, d in enumerate(documents)]
-        ids = torch.as_tensor([t for d in docs for t in d] + q_ids, device=self.device)
-        pos = torch.arange(len(ids), device=self.device)
+        ids = torch.as_tensor([t for d in docs for t in d] + q_ids, device=self.device)[None]
         allowed = block_diagonal_mask([len(d) for d in docs], len(q_ids), device=self.device)
-        g = self.n_heads // self.n_kv_heads
-        h = self.model.model.embed_tokens(ids)
-        for layer in self.layers:
-            x = layer.input_layernorm(h)
-            attn = layer.self_attn
-            t, d = len(ids), self.rope.head_dim
-            q = attn.q_proj(x).view(t, self.n_heads, d)
-            k = attn.k_proj(x).view(t, self.n_kv_heads, d)
-            v = attn.v_proj(x).view(t, self.n_kv_heads, d)
-            q = apply_rope(q[None], pos[None], self.rope, prefer="torch")[0]
-            k = apply_rope(k[None], pos[None], self.rope, prefer="torch")[0]
-            k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
-            s = torch.einsum("thd,shd->hts", q, k) / d**0.5
-            p = s.masked_fill(~allowed, float("-inf")).softmax(-1)
-            h = self._finish(layer, h, torch.einsum("hts,shd->thd", p, v))
-        return self._logits(h[-len(q_ids) :])
+        add = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
+        add = add.masked_fill(~allowed, torch.finfo(self.dtype).min)[None, None]
+        pos = torch.arange(ids.shape[1], device=self.device)[None]
+        out = self.model(input_ids=ids, attention_mask=add, position_ids=pos, use_cache=False)
+        return out.logits[0, -len(q_ids) :]

@@ -13,6 +13,10 @@ policy          document KV                                                     
 ``reencode``    same cache, but every use copies the KV to request-private        0
                 blocks and re-rotates K by +Δ_d (Block-Attention-style
                 materialization; the copies draw on the same pool budget)
+``inplace``     same cache; the cached K is re-rotated *in place* to the new      0
+                Δ_d when no running request holds it (refcount 0), copied as
+                ``reencode`` otherwise (the official code's non-naive path:
+                no extra pool space, but a K rewrite on every moved reuse)
 ``prefix``      cached at absolute positions under a prefix-chain key: reused     0
                 only when every preceding document is identical (vLLM APC)
 ``recompute``   every document prefilled again at its position, block-diagonal    0
@@ -42,9 +46,10 @@ __all__ = [
     "materialize_rerotated",
     "plan_documents",
     "release_plan",
+    "rerotate_inplace",
 ]
 
-POLICIES = ("lazy", "reencode", "prefix", "recompute")
+POLICIES = ("lazy", "reencode", "inplace", "prefix", "recompute")
 
 # prefill_document(tokens, blocks, start_position, kind): write the document's KV for every
 # layer into ``blocks`` (slot 0 onwards), its tokens rotated at start_position + j.
@@ -115,10 +120,31 @@ def materialize_rerotated(
     n_layers = pool.k.shape[0]
     k = pool.k[:, src].flatten(1, 2)[:, :n_tokens]  # (L, T, H_kv, D)
     v = pool.v[:, src].flatten(1, 2)[:, :n_tokens]
-    pos = torch.full((n_layers, n_tokens), delta, dtype=torch.int64, device=k.device)
-    k = apply_rope(k, pos, rope, prefer=prefer)
+    pos = torch.full((n_layers, n_tokens), abs(delta), dtype=torch.int64, device=k.device)
+    k = apply_rope(k, pos, rope, inverse=delta < 0, prefer=prefer)
     for layer in range(n_layers):
         pool.write(layer, dst_blocks, 0, k[layer], v[layer], kind="copy")
+
+
+def rerotate_inplace(
+    pool: BlockPool,
+    blocks: Sequence[int],
+    n_tokens: int,
+    delta: int,
+    rope: RopeConfig,
+    *,
+    prefer: str | None = None,
+) -> None:
+    """In-place baseline: rotate a cached document's K (all layers) by R(delta) where it lies,
+    counted as ``"rotate"`` bytes (K only). Successive moves compose R(a)R(b) = R(a + b) up to
+    round-off, which accumulates with every move (the lazy path never touches the KV)."""
+    idx = torch.as_tensor(list(blocks), device=pool.k.device)
+    n_layers, _, bs, h_kv, d = pool.k.shape
+    flat = pool.k[:, idx].flatten(1, 2)  # (L, nb * bs, H_kv, D): one gather
+    pos = torch.full((n_layers, n_tokens), abs(delta), dtype=torch.int64, device=flat.device)
+    flat[:, :n_tokens] = apply_rope(flat[:, :n_tokens], pos, rope, inverse=delta < 0, prefer=prefer)
+    pool.k[:, idx] = flat.reshape(n_layers, len(blocks), bs, h_kv, d)  # one scatter
+    pool.bytes_written["rotate"] += n_tokens * pool.bytes_per_token // 2
 
 
 def plan_documents(
@@ -145,7 +171,35 @@ def plan_documents(
     layout = DocumentLayout.from_lengths([len(d) for d in docs], bs)
     plan = RequestPlan(policy, layout, [], deferred=policy == "lazy")
     try:
-        if policy in ("lazy", "reencode"):
+        if policy == "inplace":
+            for d, toks in enumerate(docs):
+                delta = layout.doc_offsets[d]
+                entry, hit = cache.acquire(
+                    document_key(toks, bs), len(toks), _filler(prefill_document, toks, delta)
+                )
+                if not hit:
+                    entry.offset = delta  # prefilled at its position in this request
+                plan.pinned.append(entry)
+                plan.hits += hit
+                plan.misses += not hit
+                if entry.offset == delta:
+                    plan.doc_blocks.append(entry.blocks)
+                elif entry.refcount == 1:  # only this request holds it: move it in place
+                    rerotate_inplace(
+                        cache.pool, entry.blocks, len(toks), delta - entry.offset, rope,
+                        prefer=prefer,
+                    )  # fmt: skip
+                    entry.offset = delta
+                    plan.doc_blocks.append(entry.blocks)
+                else:  # another running request reads it at entry.offset: copy
+                    copy = cache.allocate(len(entry.blocks))
+                    plan.owned += copy
+                    materialize_rerotated(
+                        cache.pool, entry.blocks, copy, len(toks), delta - entry.offset, rope,
+                        prefer=prefer,
+                    )  # fmt: skip
+                    plan.doc_blocks.append(copy)
+        elif policy in ("lazy", "reencode"):
             for d, toks in enumerate(docs):
                 entry, hit = cache.acquire(
                     document_key(toks, bs),

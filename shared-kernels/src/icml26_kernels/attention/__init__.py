@@ -5,7 +5,9 @@
 - Packed block tables (:mod:`.block_table`): ``[pad:16 | offset+1:16 | block:32]`` per block.
 - Paged attention (:mod:`.paged`): :func:`paged_prefill` / :func:`paged_decode` (Triton) beside
   :func:`paged_prefill_ref` / :func:`paged_decode_ref`; the query is de-rotated per KV block by
-  the block's offset instead of re-rotating (copying) the cached keys.
+  the block's offset instead of re-rotating (copying) the cached keys. :func:`plan_paged`
+  validates a table once per step (:class:`PagedPlan`), so the per-layer calls read nothing
+  back from the device.
 
 Needs the ``torch`` extra (``triton`` for the kernels); dispatch via :mod:`icml26_kernels.backend`.
 """
@@ -26,7 +28,14 @@ from .block_table import (
     pack_block_table,
     unpack_block_table,
 )
-from .paged import paged_decode, paged_decode_ref, paged_prefill, paged_prefill_ref
+from .paged import (
+    PagedPlan,
+    paged_decode,
+    paged_decode_ref,
+    paged_prefill,
+    paged_prefill_ref,
+    plan_paged,
+)
 from .rope import (
     Llama3Scaling,
     RopeConfig,
@@ -44,6 +53,7 @@ __all__ = [
     "PAD_MAX",
     "BlockTableOverflowError",
     "Llama3Scaling",
+    "PagedPlan",
     "RopeConfig",
     "apply_rope",
     "apply_rope_ref",
@@ -52,6 +62,7 @@ __all__ = [
     "paged_decode_ref",
     "paged_prefill",
     "paged_prefill_ref",
+    "plan_paged",
     "rope_cos_sin",
     "rope_inv_freq",
     "rope_table",

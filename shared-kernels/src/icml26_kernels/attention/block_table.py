@@ -11,7 +11,8 @@ with the block table, so a kernel learns everything about a KV block from one lo
   position j is *logically* at Δ + j; the kernel de-rotates Q by Δ instead of re-rotating K.
   The field stores Δ + 1 so that a zero entry means "unused slot" (tables are right-padded
   with zeros), hence ``0 <= Δ <= OFFSET_MAX = 65534``.
-- ``pad``: how many trailing slots of the block are padding (never scored), ``< block_size``.
+- ``pad``: how many trailing slots of the block are padding (never scored), ``< block_size``
+  and ``<= PAD_MAX = 65535`` (so blocks larger than 65536 slots cannot carry every pad count).
 
 Values that do not fit raise :class:`BlockTableOverflowError`; nothing is silently truncated.
 """
@@ -74,7 +75,8 @@ def pack_block_table(
                 f"(stored as offset + 1); got range [{int(offsets.min())}, {int(offsets.max())}]. "
                 "The request is too long for a packed block table."
             )
-        pad_hi = PAD_MAX if block_size is None else block_size - 1
+        # the 16-bit field bounds the pad even when block_size - 1 is larger (block_size > 65536)
+        pad_hi = PAD_MAX if block_size is None else min(block_size - 1, PAD_MAX)
         if int(pads.min()) < 0 or int(pads.max()) > pad_hi:
             raise BlockTableOverflowError(
                 f"pads must lie in [0, {pad_hi}]; got range [{int(pads.min())}, {int(pads.max())}]"

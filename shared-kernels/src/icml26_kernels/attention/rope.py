@@ -14,7 +14,9 @@ Supported variants (:class:`RopeConfig`):
   ``interleaved=True`` pairs (2i, 2i + 1) (GPT-J / Meta's original Llama);
 - partial rotation: ``rotary_dim = r < head_dim`` rotates the first r dims, the rest pass through;
 - llama3 ``rope_scaling`` (:class:`Llama3Scaling`): θᵢ divided by ``factor`` for long
-  wavelengths, kept for short ones, smoothly interpolated in between.
+  wavelengths, kept for short ones, smoothly interpolated in between;
+- any other static scaling through explicit frequencies ``RopeConfig(inv_freq=...)`` (e.g. a
+  ``transformers`` model's ``rotary_emb.inv_freq``: linear, yarn, ...).
 
 Numerics: angles p·θᵢ are formed in float64 (an fp32 angle loses ~p·6e-8 rad), cos/sin and the
 rotation itself in float32 (float64 for float64 inputs), the result cast back to the input dtype.
@@ -78,6 +80,9 @@ class RopeConfig:
     base: float = 10000.0  # θ base ("rope_theta")
     llama3: Llama3Scaling | None = None  # llama3-style rope_scaling, None = plain RoPE
     interleaved: bool = False  # pairs (2i, 2i+1) instead of (i, i + r/2)
+    # explicit θᵢ (r/2 values), e.g. a model's own rotary ``inv_freq`` (linear, yarn, llama3, ...
+    # scaling already applied); when given, ``base`` and ``llama3`` are not used
+    inv_freq: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.head_dim, int) or self.head_dim <= 0:
@@ -89,6 +94,16 @@ class RopeConfig:
             )
         if not self.base > 0:
             raise ValueError(f"base must be > 0; got {self.base}")
+        if self.inv_freq is not None:
+            if len(self.inv_freq) != r // 2 or not all(
+                math.isfinite(f) and f > 0 for f in self.inv_freq
+            ):
+                raise ValueError(
+                    f"inv_freq must hold rotary_dim/2 = {r // 2} positive finite values; "
+                    f"got {len(self.inv_freq)}"
+                )
+            if self.llama3 is not None:
+                raise ValueError("give either inv_freq or llama3 scaling, not both")
 
     @property
     def rot_dim(self) -> int:
@@ -108,6 +123,8 @@ class RopeConfig:
 
 def rope_inv_freq(cfg: RopeConfig) -> torch.Tensor:
     """θᵢ, i < r/2, in float64 (llama3 scaling applied when configured). Shape ``(r/2,)``."""
+    if cfg.inv_freq is not None:
+        return torch.tensor(cfg.inv_freq, dtype=torch.float64)
     r = cfg.rot_dim
     inv = cfg.base ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
     s = cfg.llama3
@@ -164,17 +181,21 @@ def rotate_pairs(
     if x.shape[-1] != cfg.head_dim:
         raise ValueError(f"x.shape[-1] must equal head_dim={cfg.head_dim}; got {x.shape[-1]}")
     cd = _compute_dtype(x.dtype)
-    i1, i2 = cfg.pair_indices()
     xc = x.to(cd)
-    x1, x2 = xc[..., i1], xc[..., i2]
     c, s = cos.to(cd), sin.to(cd)
     if inverse:
         s = -s
-    lead = torch.broadcast_shapes(x.shape[:-1], c.shape[:-1])
-    out = xc.expand(*lead, x.shape[-1]).clone()
-    out[..., i1] = x1 * c - x2 * s
-    out[..., i2] = x2 * c + x1 * s
-    return out.to(x.dtype)
+    h, r = cfg.half, cfg.rot_dim
+    if cfg.interleaved:  # pairs (2i, 2i + 1): a (..., r/2, 2) view
+        x1, x2 = xc[..., 0:r:2], xc[..., 1:r:2]
+        rot = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+    else:  # pairs (i, i + r/2): two contiguous halves
+        x1, x2 = xc[..., :h], xc[..., h:r]
+        rot = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+    if r < x.shape[-1]:
+        rest = xc[..., r:].expand(*rot.shape[:-1], x.shape[-1] - r)
+        rot = torch.cat([rot, rest], dim=-1)
+    return rot.to(x.dtype)
 
 
 def apply_rope_ref(
