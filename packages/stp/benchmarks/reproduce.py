@@ -20,7 +20,7 @@ The loss is `icml26_stp.stp_loss` on the last hidden states of the same forward,
 target the assistant tokens plus the end token (upstream trains on the content tokens
 only; the end token is kept here so greedy decoding stops).
 
-    python benchmarks/reproduce.py --quick     # 3 fractions x 3 seeds, lambda = 0.1 fixed, ~3 min
+    python benchmarks/reproduce.py --quick     # 3 fractions x 3 seeds, lambda = 0.1 fixed, ~3 min (1 thread)
     python benchmarks/reproduce.py             # 5 fractions x 5 seeds, lambda from a validation sweep
 """
 
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,7 +40,7 @@ from icml26_stp import stp_loss
 from icml26_stp.data import SYSTEM_PROMPT, nl_regex_pairs
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+torch.set_num_threads(1)  # tiny matmuls: a second thread only adds sync overhead (10x under load)
 HERE = Path(__file__).resolve().parent
 SPECIAL = ["<pad>", "<unk>", "<s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 T_CRIT = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 9: 2.262}
