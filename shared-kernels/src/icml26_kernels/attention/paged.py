@@ -74,6 +74,18 @@ __all__ = [
 # ----------------------------------------------------------------------------- validation
 
 
+def _check_block_table(block_table: object) -> None:
+    """The packed table's type: a 2-D int64 tensor (its contents are checked by plan_paged)."""
+    if (
+        not isinstance(block_table, torch.Tensor)
+        or block_table.dtype != torch.int64
+        or block_table.dim() != 2
+    ):
+        raise TypeError(
+            "block_table must be a 2-D int64 tensor (batch, max_blocks) from pack_block_table"
+        )
+
+
 def _check_common(
     q: torch.Tensor,
     k_pool: torch.Tensor,
@@ -102,14 +114,7 @@ def _check_common(
         )
     if h % h_kv:
         raise ValueError(f"query heads ({h}) must be a multiple of KV heads ({h_kv}) for GQA")
-    if (
-        not isinstance(block_table, torch.Tensor)
-        or block_table.dtype != torch.int64
-        or block_table.dim() != 2
-    ):
-        raise TypeError(
-            "block_table must be a 2-D int64 tensor (batch, max_blocks) from pack_block_table"
-        )
+    _check_block_table(block_table)
     if block_table.shape[0] != q.shape[0]:
         raise ValueError(
             f"block_table has {block_table.shape[0]} rows but q has batch {q.shape[0]}"
@@ -155,14 +160,7 @@ def plan_paged(
     """
     if not isinstance(cfg, RopeConfig):
         raise TypeError(f"cfg must be a RopeConfig; got {type(cfg).__name__}")
-    if (
-        not isinstance(block_table, torch.Tensor)
-        or block_table.dtype != torch.int64
-        or block_table.dim() != 2
-    ):
-        raise TypeError(
-            "block_table must be a 2-D int64 tensor (batch, max_blocks) from pack_block_table"
-        )
+    _check_block_table(block_table)
     if not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be a positive int; got {block_size!r}")
     ids, off, pad, used = unpack_block_table(block_table)
