@@ -20,7 +20,8 @@ soft α ∈ {.5, .7, .9}; Gumbel τ ∈ {.1, .3, .5}; OT ε ∈ {.4, .8, 1.6}; m
 differentiable) for reference. Not run: the official L-BFGS parameter fits, the SDE /
 other-integrator diffusion variants.
 
-Prints progress to stderr, one JSON line on stdout, and writes reproduce.json next to this file.
+Prints progress to stderr, one JSON line on stdout, and writes reproduce_quick.json (--quick) or
+reproduce.json (full) next to this file, so a quick run never overwrites the full one.
 """
 
 from __future__ import annotations
@@ -247,7 +248,8 @@ def main():
         results=results,
         verdicts=verdicts,
     )
-    (pathlib.Path(__file__).parent / "reproduce.json").write_text(json.dumps(full, indent=1))
+    name = "reproduce_quick.json" if args.quick else "reproduce.json"
+    (pathlib.Path(__file__).parent / name).write_text(json.dumps(full, indent=1))
     print(json.dumps(line))
 
 

@@ -1,7 +1,12 @@
-"""Print the README results tables (markdown) from reproduce.json and gms.json."""
+"""Print the README results tables (markdown) from the reproduce JSON and gms.json.
+
+``python results_table.py`` reads reproduce_quick.json (the README's run); ``--full`` reads
+reproduce.json, written by a full (non --quick) run.
+"""
 
 import json
 import pathlib
+import sys
 
 HERE = pathlib.Path(__file__).parent
 
@@ -11,7 +16,8 @@ def pm(v, f):
 
 
 def lgssm():
-    r = json.loads((HERE / "reproduce.json").read_text())
+    name = "reproduce.json" if "--full" in sys.argv[1:] else "reproduce_quick.json"
+    r = json.loads((HERE / name).read_text())
     res = r["results"]
     print(
         "| method (setting tuned on held-out sets) | LL RMSE | LL bias | KL | Bures | grad var "
