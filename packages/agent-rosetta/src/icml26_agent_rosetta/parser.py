@@ -112,6 +112,11 @@ def _from_json(obj: dict[str, Any], default_tag: str) -> ParsedReply:
             args = _loads(args)
         except ValueError:
             raise ParseError(f'"arguments" is a string that is not JSON: {args[:80]!r}') from None
+    if name == "choose_action":  # the function-calling form of phase 1
+        chosen = args.get("name") if isinstance(args, dict) else None
+        if not isinstance(chosen, str):
+            raise ParseError('choose_action needs {"name": "<action>"}; one of ' + ", ".join(ACTIONS))
+        return ParsedReply("choose", chosen.strip())
     tag = obj.get("tag", "run" if args is not None else default_tag)
     if tag not in ("choose", "run"):
         raise ParseError(f'"tag" must be "choose" or "run", got {tag!r}')
@@ -137,7 +142,7 @@ def parse_reply(text: str, *, default_tag: Literal["choose", "run"] = "run") -> 
         if not isinstance(name, str) or not name:
             raise ParseError("<action> needs a <name>...</name> child with the action's name")
         return ParsedReply(tag, name.strip(), children)  # type: ignore[arg-type]
-    blocks = _FENCE.findall(text) + [text]
+    blocks = [*_FENCE.findall(text), text]
     errors = []
     for block in blocks:
         for span in _objects(block):
