@@ -23,18 +23,29 @@ GOLDEN_ACTIONS = {
     ),
     "rotamer_repack": RotamerChange(
         design_selector=AndSelector(
-            selectors=[IndexSelector(resnums="1-10"), NotSelector(selector=ResidueNameSelector(names=["GLY"]))]
+            selectors=[
+                IndexSelector(resnums="1-10"),
+                NotSelector(selector=ResidueNameSelector(names=["GLY"])),
+            ]
         ),
         repack_selector=LayerSelector(boundary=True, surface=True),
         restrict=["L", "I", "V", "F", "S", "T"],
         composition_penalties=[
-            CompositionPenalty(types=["LEU", "ILE", "VAL", "PHE"], target=0.4, fraction=True, weight=2.5)
+            CompositionPenalty(
+                types=["LEU", "ILE", "VAL", "PHE"], target=0.4, fraction=True, weight=2.5
+            )
         ],
     ),
     "backbone_small": BackboneChange(
-        mover="small", selector=IndexSelector(resnums="2-6,9"), nmoves=1000, angle_max=2.0, temperature=0.5
+        mover="small",
+        selector=IndexSelector(resnums="2-6,9"),
+        nmoves=1000,
+        angle_max=2.0,
+        temperature=0.5,
     ),
-    "backbone_backrub": BackboneChange(mover="backrub", selector=LayerSelector(surface=True), nmoves=50),
+    "backbone_backrub": BackboneChange(
+        mover="backrub", selector=LayerSelector(surface=True), nmoves=50
+    ),
 }
 
 

@@ -7,7 +7,6 @@ import pytest
 from golden_actions import GOLDEN, GOLDEN_ACTIONS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from icml26_agent_rosetta import (
     BackboneChange,
     CompositionPenalty,
@@ -31,7 +30,12 @@ def test_golden_protocols(name):
 
 def _refs(root):
     """Every name a protocol refers to, by kind."""
-    defined = {el.get("name") for sec in ("RESIDUE_SELECTORS", "MOVERS", "TASK_OPERATIONS", "SCOREFXNS") for el in root.find(sec).iter() if el.get("name")}
+    defined = {
+        el.get("name")
+        for sec in ("RESIDUE_SELECTORS", "MOVERS", "TASK_OPERATIONS", "SCOREFXNS")
+        for el in root.find(sec).iter()
+        if el.get("name")
+    }
     used = []
     for el in root.iter():
         for key in ("selector", "residue_selector", "scorefxn", "mover"):
@@ -61,7 +65,11 @@ def test_guidance_weights_and_constraints_match_the_official_config():
     rw = {r.get("scoretype"): float(r.get("weight")) for r in root.iter("Reweight")}
     assert rw == {"aa_composition": 1.0, "atom_pair_constraint": 1.0}
     gen = next(root.iter("AtomPairConstraintGenerator"))
-    assert (gen.get("ca_only"), gen.get("use_harmonic"), gen.get("native")) == ("true", "true", "true")
+    assert (gen.get("ca_only"), gen.get("use_harmonic"), gen.get("native")) == (
+        "true",
+        "true",
+        "true",
+    )
 
 
 def test_penalty_definition_is_linear_in_the_deviation():
@@ -87,9 +95,7 @@ leaf_selectors = st.one_of(
         st.integers(1, 20),
         st.integers(0, 5),
     ),
-    st.builds(
-        LayerSelector, core=st.just(True), boundary=st.booleans(), surface=st.booleans()
-    ),
+    st.builds(LayerSelector, core=st.just(True), boundary=st.booleans(), surface=st.booleans()),
     st.builds(lambda ns: ResidueNameSelector(names=ns), st.lists(residues, min_size=1, max_size=3)),
 )
 selectors = st.recursive(
@@ -136,7 +142,12 @@ def test_round_trip(action):
     ("edit", "message"),
     [
         (lambda x: x.replace('selector="sel1"', 'selector="sel9"', 1), "sel9"),
-        (lambda x: x.replace("<FastDesign", "<FastDezign").replace("</FastDesign", "</FastDezign"), "FastDezign"),
+        (
+            lambda x: x.replace("<FastDesign", "<FastDezign").replace(
+                "</FastDesign", "</FastDezign"
+            ),
+            "FastDezign",
+        ),
         (lambda x: x.replace('repeats="5"', 'repeatz="5"'), "repeatz"),
         (lambda x: x.replace('<Add mover="design" />', '<Add mover="desing" />'), "desing"),
         (lambda x: x.replace("</MOVERS>", ""), "well-formed"),

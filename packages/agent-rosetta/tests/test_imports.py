@@ -2,9 +2,8 @@
 
 import importlib
 
-import pytest
-
 import icml26_agent_rosetta
+import pytest
 
 EXPECTED_ALL = [
     "ACTIONS",

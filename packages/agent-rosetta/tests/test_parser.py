@@ -5,7 +5,6 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from icml26_agent_rosetta import (
     ParseError,
     RotamerChange,
@@ -31,7 +30,9 @@ def test_forms_llms_write(text):
     r = parse_reply(text)
     assert (r.tag, r.name) == ("run", "rotamer_change")
     a = validate_action(r.name, r.arguments)
-    assert a == RotamerChange(design_selector={"type": "index", "resnums": "1-4"}, restrict=["LEU", "SER"])
+    assert a == RotamerChange(
+        design_selector={"type": "index", "resnums": "1-4"}, restrict=["LEU", "SER"]
+    )
 
 
 def test_choose_forms():
@@ -41,7 +42,13 @@ def test_choose_forms():
 
 
 def test_residue_normalisation():
-    assert [normalize_residue(s) for s in ("a", "Ala", " alanine ", "trf", "W")] == ["ALA", "ALA", "ALA", "TRF", "TRP"]
+    assert [normalize_residue(s) for s in ("a", "Ala", " alanine ", "trf", "W")] == [
+        "ALA",
+        "ALA",
+        "ALA",
+        "TRF",
+        "TRP",
+    ]
     with pytest.raises(ValueError, match="unknown residue type"):
         normalize_residue("leucine-ish")
 
@@ -52,10 +59,26 @@ def test_residue_normalisation():
         ({"design_selector": {"type": "index", "resnums": "5-2"}}, "design_selector.index.resnums"),
         ({"design_selector": {"resnums": "1-3"}}, 'needs "type"'),
         ({"design_selector": {"type": "layer"}}, "at least one of core"),
-        ({"design_selector": {"type": "layer", "core": True}, "repeatz": 2}, "repeatz: unknown argument"),
-        ({"design_selector": {"type": "layer", "core": True}, "restrict": ["L"], "prohibit": ["L"]}, "no residue type"),
+        (
+            {"design_selector": {"type": "layer", "core": True}, "repeatz": 2},
+            "repeatz: unknown argument",
+        ),
+        (
+            {
+                "design_selector": {"type": "layer", "core": True},
+                "restrict": ["L"],
+                "prohibit": ["L"],
+            },
+            "no residue type",
+        ),
         ({}, "design_selector: required argument is missing"),
-        ({"design_selector": {"type": "layer", "core": True}, "composition_penalties": [{"types": ["L"], "target": 1.5}]}, "whole number"),
+        (
+            {
+                "design_selector": {"type": "layer", "core": True},
+                "composition_penalties": [{"types": ["L"], "target": 1.5}],
+            },
+            "whole number",
+        ),
     ],
 )
 def test_validation_messages_name_the_argument(args, needle):
@@ -90,8 +113,14 @@ def test_fuzz_never_crashes_and_always_explains(text):
 @settings(max_examples=200, deadline=None)
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False)
+        | st.text(max_size=8),
+        lambda kids: (
+            st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids, max_size=3)
+        ),
         max_leaves=10,
     )
 )

@@ -102,7 +102,7 @@ def hp_optimum(n: int, n_h: int) -> tuple[int, np.ndarray, np.ndarray]:
         e = -np.einsum("cn,bnm,cm->bc", s, c, s) / 2  # (B, C)
         b, k = np.unravel_index(np.argmin(e), e.shape)
         if e[b, k] < best:
-            best, arg = int(round(e[b, k])), (lo + b, k)
+            best, arg = int(np.rint(e[b, k])), (lo + b, k)
     return best, s[arg[1]].astype(bool), walks[arg[0]]
 
 
@@ -216,14 +216,21 @@ class HPBackend:
         steps = a.repeats * self.sweeps * len(pos)
         temps = np.geomspace(2.0, 0.05, max(steps, 1))
         for t in temps:
-            j = int(rng.choice(pos))
-            old = seq[j]
-            seq[j] = allowed[int(rng.integers(len(allowed)))]
-            e_new = energy(seq)
+            trial = list(seq)
+            if len(pos) > 1 and rng.random() < 0.5:  # swap two designable residues
+                j, k = rng.choice(pos, size=2, replace=False)
+                trial[j], trial[k] = trial[k], trial[j]
+            else:  # mutate one
+                trial[int(rng.choice(pos))] = allowed[int(rng.integers(len(allowed)))]
+            if any(
+                s not in allowed
+                for j, s in enumerate(trial)
+                if design_mask[j] and trial[j] != seq[j]
+            ):
+                continue  # a swap may not carry a type outside the palette
+            e_new = energy(trial)
             if e_new <= e or rng.random() < np.exp(-(e_new - e) / t):
-                e = e_new
-            else:
-                seq[j] = old
+                seq, e = trial, e_new
         return lattice_design(seq, xy)
 
     # --- backbone_change: Metropolis over lattice moves ---------------------------------------

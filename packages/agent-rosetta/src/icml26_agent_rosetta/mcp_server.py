@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .env import RosettaEnv
-
 from mcp.server.mcpserver import MCPServer  # mcp >= 2 (FastMCP in 1.x)
+
+from .env import RosettaEnv
 
 
 def build_server(env: RosettaEnv, name: str = "agent-rosetta") -> Any:
@@ -38,7 +38,9 @@ def build_server(env: RosettaEnv, name: str = "agent-rosetta") -> Any:
     @server.tool()
     def status() -> str:
         """Steps used, valid actions so far and the best feasible objective."""
-        return json.dumps({"step": env.steps, "valid": env.n_valid, "phase": env.phase, "best": env.best()})
+        return json.dumps(
+            {"step": env.steps, "valid": env.n_valid, "phase": env.phase, "best": env.best()}
+        )
 
     return server
 

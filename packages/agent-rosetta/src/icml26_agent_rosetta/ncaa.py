@@ -44,11 +44,15 @@ def resolve_residue(code: str) -> ResidueInfo:
     try:
         from biotite.structure.info import residue
     except ImportError:  # pragma: no cover - the extra is installed in CI
-        raise ImportError("non-canonical residues need biotite: pip install 'icml26-agent-rosetta[openmm]'") from None
+        raise ImportError(
+            "non-canonical residues need biotite: pip install 'icml26-agent-rosetta[openmm]'"
+        ) from None
     try:
         arr = residue(code.upper())
     except KeyError:
-        raise KeyError(f"residue {code!r} is not in the PDB Chemical Component Dictionary") from None
+        raise KeyError(
+            f"residue {code!r} is not in the PDB Chemical Component Dictionary"
+        ) from None
     heavy = {str(a): str(e) for a, e in zip(arr.atom_name, arr.element) if e != "H"}
     bonds = set()
     for i, j, _ in arr.bonds.as_array():
@@ -76,4 +80,6 @@ def classify_hydrophobic(codes: list[str] | tuple[str, ...]) -> frozenset[str]:
     """The codes (canonical or not) in the HP model's H class."""
     from .hp import HYDROPHOBIC
 
-    return frozenset(c for c in codes if (c in HYDROPHOBIC if c in CANONICAL else resolve_residue(c).hydrophobic))
+    return frozenset(
+        c for c in codes if (c in HYDROPHOBIC if c in CANONICAL else resolve_residue(c).hydrophobic)
+    )

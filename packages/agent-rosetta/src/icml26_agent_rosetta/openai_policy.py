@@ -37,9 +37,16 @@ class OpenAIChatPolicy:
     ) -> None:
         if not model:
             raise ValueError("model: name the served model (e.g. 'Qwen/Qwen3-8B')")
-        self.model, self.temperature, self.max_tokens, self.use_tools = model, temperature, max_tokens, use_tools
+        self.model, self.temperature, self.max_tokens, self.use_tools = (
+            model,
+            temperature,
+            max_tokens,
+            use_tools,
+        )
         key = api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"  # local servers ignore it
-        self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
+        self.client = OpenAI(
+            base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries
+        )
 
     def __call__(self, messages: list[dict[str, str]]) -> str:
         kwargs: dict[str, Any] = {}

@@ -37,7 +37,9 @@ _B = {"N-CA": 1.458, "CA-C": 1.525, "C-N": 1.329, "C-O": 1.231}
 _A = {"N-CA-C": 111.2, "CA-C-N": 116.2, "C-N-CA": 121.7, "CA-C-O": 120.5}
 
 
-def _place(a: np.ndarray, b: np.ndarray, c: np.ndarray, bond: float, angle: float, torsion: float) -> np.ndarray:
+def _place(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, bond: float, angle: float, torsion: float
+) -> np.ndarray:
     """NeRF: the point d with |cd| = bond, angle(b, c, d) = angle, dihedral(a, b, c, d) = torsion."""
     ang, tor = np.deg2rad(angle), np.deg2rad(torsion)
     bc = (c - b) / np.linalg.norm(c - b)
@@ -56,26 +58,26 @@ def helix_backbone_pdb(sequence: Sequence[str], phi: float = -57.0, psi: float =
     bad = [s for s in sequence if s not in CANONICAL]
     if bad:
         raise ValueError(f"sequence: OpenMM can build canonical residues only, got {bad}")
-    N = np.array([0.0, 1.458, 0.0])  # first N, CA at origin, C on the x axis (an ideal angle)
-    CA = np.zeros(3)
     t = np.deg2rad(_A["N-CA-C"])
-    C = _B["CA-C"] * np.array([np.sin(t), np.cos(t), 0.0])
-    atoms = []
-    for i in range(n):
-        if i:
-            N = _place(prev_n, prev_ca, prev_c, _B["C-N"], _A["CA-C-N"], psi)
-            CA = _place(prev_ca, prev_c, N, _B["N-CA"], _A["C-N-CA"], 180.0)
-            C = _place(prev_c, N, CA, _B["CA-C"], _A["N-CA-C"], phi)
-        atoms.append((i, N, CA, C))
-        prev_n, prev_ca, prev_c = N, CA, C
+    # first N, CA at the origin, C at the ideal N-CA-C angle; then NeRF along the chain
+    bb = [
+        np.array([0.0, _B["N-CA"], 0.0]),
+        np.zeros(3),
+        _B["CA-C"] * np.array([np.sin(t), np.cos(t), 0.0]),
+    ]
+    for _ in range(1, n):
+        bb.append(_place(bb[-3], bb[-2], bb[-1], _B["C-N"], _A["CA-C-N"], psi))  # N
+        bb.append(_place(bb[-3], bb[-2], bb[-1], _B["N-CA"], _A["C-N-CA"], 180.0))  # CA (ω)
+        bb.append(_place(bb[-3], bb[-2], bb[-1], _B["CA-C"], _A["N-CA-C"], phi))  # C
     lines = []
     k = 1
-    for i, N, CA, C in atoms:
-        if i + 1 < n:
-            O = _place(atoms[i + 1][1], CA, C, _B["C-O"], _A["CA-C-O"], 0.0)  # trans to next N
+    for i in range(n):
+        n_i, ca, c = bb[3 * i : 3 * i + 3]
+        if i + 1 < n:  # O in the peptide plane, trans to the next N
+            o = _place(bb[3 * i + 3], ca, c, _B["C-O"], _A["CA-C-O"], 0.0)
         else:
-            O = _place(N, CA, C, _B["C-O"], _A["CA-C-O"], psi + 180.0)
-        for name, xyz, el in (("N", N, "N"), ("CA", CA, "C"), ("C", C, "C"), ("O", O, "O")):
+            o = _place(n_i, ca, c, _B["C-O"], _A["CA-C-O"], psi + 180.0)
+        for name, xyz, el in (("N", n_i, "N"), ("CA", ca, "C"), ("C", c, "C"), ("O", o, "O")):
             lines.append(
                 f"ATOM  {k:5d}  {name:<3s} {sequence[i]:>3s} A{i + 1:4d}    "
                 f"{xyz[0]:8.3f}{xyz[1]:8.3f}{xyz[2]:8.3f}  1.00  0.00          {el:>2s}"
@@ -102,7 +104,11 @@ class OpenMMBackend:
         if max_iterations < 1 or candidates < 1 or max_trials < 1 or threads < 1:
             raise ValueError("max_iterations, candidates, max_trials and threads must be >= 1")
         self.ff = app.ForceField(*forcefield)
-        self.max_iterations, self.candidates, self.max_trials = max_iterations, candidates, max_trials
+        self.max_iterations, self.candidates, self.max_trials = (
+            max_iterations,
+            candidates,
+            max_trials,
+        )
         self.platform = openmm.Platform.getPlatformByName(platform)
         self.properties = {"Threads": str(threads)} if platform == "CPU" else {}
 
@@ -128,7 +134,9 @@ class OpenMMBackend:
         """Potential energy in kJ/mol."""
         ctx = self._context(topology)
         ctx.setPositions(positions)
-        return float(ctx.getState(getEnergy=True).getPotentialEnergy().value_in_unit(unit.kilojoule_per_mole))
+        return float(
+            ctx.getState(getEnergy=True).getPotentialEnergy().value_in_unit(unit.kilojoule_per_mole)
+        )
 
     def minimize(self, topology: app.Topology, positions) -> tuple[np.ndarray, float]:  # type: ignore[no-untyped-def]
         """L-BFGS minimization; (positions (N, 3) nm, energy kJ/mol)."""
@@ -180,9 +188,15 @@ class OpenMMBackend:
                 out.append(self._move(action, parent, rng))
         return out
 
-    def _design(self, a: RotamerChange, parent: Design, rng: np.random.Generator, palette: Sequence[str]) -> Design:
-        pos = np.flatnonzero(resolve_selector(a.design_selector, parent.sequence, self.layers(parent)))
-        allowed = (set(a.restrict) if a.restrict is not None else set(palette) & set(CANONICAL)) - set(a.prohibit)
+    def _design(
+        self, a: RotamerChange, parent: Design, rng: np.random.Generator, palette: Sequence[str]
+    ) -> Design:
+        pos = np.flatnonzero(
+            resolve_selector(a.design_selector, parent.sequence, self.layers(parent))
+        )
+        allowed = (
+            set(a.restrict) if a.restrict is not None else set(palette) & set(CANONICAL)
+        ) - set(a.prohibit)
         ncaa = sorted(allowed - set(CANONICAL))
         if ncaa:
             raise ValueError(
@@ -195,11 +209,19 @@ class OpenMMBackend:
             seq = list(parent.sequence)
             for j in pos:
                 seq[j] = choices[int(rng.integers(len(choices)))]
-            muts = [f"{parent.sequence[j]}-{j + 1}-{seq[j]}" for j in pos if seq[j] != parent.sequence[j]]
+            muts = [
+                f"{parent.sequence[j]}-{j + 1}-{seq[j]}"
+                for j in pos
+                if seq[j] != parent.sequence[j]
+            ]
             top, p0 = self.complete(str(parent.payload), muts)
             p, e = self.minimize(top, p0)
             pen = sum(
-                c.weight * abs(sum(seq[j] in c.types for j in pos) - (c.target * len(pos) if c.fraction else c.target))
+                c.weight
+                * abs(
+                    sum(seq[j] in c.types for j in pos)
+                    - (c.target * len(pos) if c.fraction else c.target)
+                )
                 for c in a.composition_penalties
             )
             if best is None or e + pen < best[0]:

@@ -115,7 +115,9 @@ def _from_json(obj: dict[str, Any], default_tag: str) -> ParsedReply:
     if name == "choose_action":  # the function-calling form of phase 1
         chosen = args.get("name") if isinstance(args, dict) else None
         if not isinstance(chosen, str):
-            raise ParseError('choose_action needs {"name": "<action>"}; one of ' + ", ".join(ACTIONS))
+            raise ParseError(
+                'choose_action needs {"name": "<action>"}; one of ' + ", ".join(ACTIONS)
+            )
         return ParsedReply("choose", chosen.strip())
     tag = obj.get("tag", "run" if args is not None else default_tag)
     if tag not in ("choose", "run"):
