@@ -404,15 +404,15 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
         raise ProtocolError(
             f"expected exactly one FastDesign, Small, Shear or Backrub in <PROTOCOLS>, found {len(main)}"
         )
-    m = main[0]
+    mv_main = main[0]
     args: dict[str, Any]
-    if m.tag == "FastDesign":
-        names = [s.strip() for s in _attr(m, "task_operations").split(",") if s.strip()]
+    if mv_main.tag == "FastDesign":
+        names = [s.strip() for s in _attr(mv_main, "task_operations").split(",") if s.strip()]
         for n in names:
             if n not in ops:
                 raise ProtocolError(f"FastDesign uses task operation {n!r}, which is not defined")
         design = None
-        args = {"action": "rotamer_change", "repeats": _attr(m, "repeats")}
+        args = {"action": "rotamer_change", "repeats": _attr(mv_main, "repeats")}
         for n in names:
             op = ops[n]
             if op.tag == "OperateOnResidueSubset":
@@ -453,11 +453,11 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
     else:
         args = {
             "action": "backbone_change",
-            "mover": _TAG_TO_MOVER[m.tag],
-            "selector": _selector(_attr(m, "residue_selector"), sels),
-            "nmoves": _attr(m, "nmoves"),
-            "angle_max": _attr(m, "angle_max"),
-            "temperature": _attr(m, "temperature"),
+            "mover": _TAG_TO_MOVER[mv_main.tag],
+            "selector": _selector(_attr(mv_main, "residue_selector"), sels),
+            "nmoves": _attr(mv_main, "nmoves"),
+            "angle_max": _attr(mv_main, "angle_max"),
+            "temperature": _attr(mv_main, "temperature"),
         }
     try:
         action = TypeAdapter(Action).validate_python(args)

@@ -102,7 +102,7 @@ def hp_optimum(n: int, n_h: int) -> tuple[int, np.ndarray, np.ndarray]:
         e = -np.einsum("cn,bnm,cm->bc", s, c, s) / 2  # (B, C)
         b, k = np.unravel_index(np.argmin(e), e.shape)
         if e[b, k] < best:
-            best, arg = int(np.rint(e[b, k])), (lo + b, k)
+            best, arg = int(np.rint(e[b, k])), (lo + int(b), int(k))
     return best, s[arg[1]].astype(bool), walks[arg[0]]
 
 
