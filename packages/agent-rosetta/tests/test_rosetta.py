@@ -47,10 +47,13 @@ def test_read_pdb_and_scorefile():
 
 
 def test_layers_from_neighbour_counts():
-    # a 5x5x5 grid of CAs 3.8 Å apart: the centre is buried, a corner is exposed
+    # a 5x5x5 grid of CAs 3.8 Å apart: the centre has 80 neighbours within 10 Å (core);
+    # a straight chain of 8 CAs: at most 4 neighbours each (surface)
     g = np.stack(np.meshgrid(*[np.arange(5) * 3.8] * 3, indexing="ij"), -1).reshape(-1, 3)
-    lay = layers_from_ca(g)
-    assert lay[62] == "core" and lay[0] == "surface"
+    assert layers_from_ca(g)[62] == "core"
+    line = np.stack([np.arange(8) * 3.8, np.zeros(8), np.zeros(8)], 1)
+    assert set(layers_from_ca(line)) == {"surface"}
+    assert layers_from_ca(g, core=81)[62] == "boundary"
 
 
 def test_missing_binary_is_named():
