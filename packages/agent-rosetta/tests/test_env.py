@@ -1,5 +1,6 @@
 """The environment: two phases, retries, go-back, failures that never lose the trajectory."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -89,7 +90,7 @@ def test_semantic_errors_are_actionable(env):
 
 def test_non_canonical_types_the_task_has_params_for():
     task = hp_task(6, 3, nstruct=4)
-    task = type(task)(**{**task.__dict__, "ncaa": ("NLE",)})
+    task = dataclasses.replace(task, ncaa=("NLE",))
     env = RosettaEnv(task, HPBackend(hydrophobic=HPBackend().hydrophobic | {"NLE"}))
     env.step(choose("rotamer_change"))
     *_, info = env.step(
@@ -222,3 +223,77 @@ def test_scripted_policy_runs_out():
         run_episode(
             RosettaEnv(hp_task(6, 3), HPBackend()), ScriptedPolicy([choose("rotamer_change")])
         )
+
+
+class StubBackend:
+    """Returns designs with set energies and CA noise of set sizes; records its parents."""
+
+    name = "stub"
+
+    def __init__(self, energies, noise):
+        self.energies, self.noise, self.calls = energies, noise, []
+
+    def layers(self, design):
+        return ["core"] * len(design.sequence)
+
+    def score(self, design):
+        return {"total_score": 0.0}
+
+    def run(self, action, protocol, parents, nstruct, seed, palette):
+        from icml26_agent_rosetta import Design
+
+        self.calls.append(list(parents))
+        rng = np.random.default_rng(0)
+        base = parents[0]
+        return [
+            Design(
+                base.sequence,
+                base.ca + s * rng.normal(size=base.ca.shape),
+                {"total_score": e},
+                base.payload,
+            )
+            for e, s in zip(self.energies, self.noise)
+        ]
+
+
+def test_front_is_over_every_objective_and_only_it_is_carried_forward():
+    from icml26_agent_rosetta import Task
+
+    start = hp_task(6, 3).start
+    task = Task("stub", "d", start, {"total_score": "min", "rmsd_to_init": "min"}, nstruct=4)
+    # design 0: worst energy, no move (rmsd 0); 1: best energy, big move; 2: dominated by 3;
+    # 3: best energy, smaller move -> dominates 1 and 2. Front = {0, 3}.
+    backend = StubBackend([3.0, 1.0, 2.0, 1.0], [0.0, 2.0, 3.0, 0.5])
+    env = RosettaEnv(task, backend)
+    env.step(choose("backbone_change"))
+    env.step(run("backbone_change", **{**MOVE, "selector": {"type": "index", "resnums": "1-6"}}))
+    rec = env.trajectory[1]
+    assert rec.front == [0, 3]
+    env.step(choose("backbone_change"))
+    env.step(run("backbone_change", **{**MOVE, "selector": {"type": "index", "resnums": "1-6"}}))
+    assert [id(d) for d in backend.calls[1]] == [id(rec.designs[0]), id(rec.designs[3])]
+
+
+def test_error_model_rates_match_the_decision_counts():
+    """A protocol of k elements survives p-corruption with probability between (1-p)^k (no
+    mistake at all) and (1 - 3p/4)^k (only the silent quarter of mistakes is harmless)."""
+    import xml.etree.ElementTree as ET
+
+    from icml26_agent_rosetta import ProtocolError, compile_protocol, parse_protocol
+    from icml26_agent_rosetta.agent import corrupt_protocol
+
+    a = BackboneChange(mover="small", selector=IndexSelector(resnums="1-6"))
+    xml = compile_protocol(a)
+    k = sum(1 for _ in ET.fromstring(xml).iter())
+    rng = np.random.default_rng(0)
+    p, trials, ok = 0.05, 400, 0
+    for _ in range(trials):
+        try:
+            parse_protocol(corrupt_protocol(xml, p, 6, rng))
+            ok += 1
+        except ProtocolError:
+            pass
+    lo, hi = (1 - p) ** k, (1 - 0.75 * p) ** k
+    assert lo - 0.08 <= ok / trials <= hi + 0.08, (ok / trials, lo, hi)
+    with pytest.raises(ProtocolError):
+        parse_protocol(corrupt_protocol(xml, 1.0, 6, rng))

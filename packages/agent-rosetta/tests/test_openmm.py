@@ -99,5 +99,20 @@ def test_ccd_chemistry_facts():
     assert "SE" in resolve_residue("MSE").atoms.values()
     assert {"CB1", "CB2"} <= set(resolve_residue("AIB").atoms)
     assert classify_hydrophobic(("LEU", "SER", "TRF", "NLE")) == {"LEU", "NLE"}
+    # the CCD rule on canonical side chains: O or N makes it polar, S does not
+    polar = {
+        c: not resolve_residue(c).hydrophobic
+        for c in ("SER", "THR", "TYR", "HIS", "MET", "CYS", "LEU", "GLY")
+    }
+    assert polar == {
+        "SER": True,
+        "THR": True,
+        "TYR": True,
+        "HIS": True,
+        "MET": False,
+        "CYS": False,
+        "LEU": False,
+        "GLY": True,
+    }
     with pytest.raises(KeyError, match="not in the PDB Chemical Component Dictionary"):
         resolve_residue("Q_Q")

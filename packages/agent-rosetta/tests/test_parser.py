@@ -35,6 +35,16 @@ def test_forms_llms_write(text):
     )
 
 
+def test_trailing_commas_with_json_literals():
+    # true/null are not Python literals: only the JSON repair can read this
+    r = parse_reply(
+        '{"action": "rotamer_change", "arguments": {"design_selector": {"type": "layer", "core": true,}, "restrict": null,},}'
+    )
+    assert validate_action(r.name, r.arguments) == RotamerChange(
+        design_selector={"type": "layer", "core": True}
+    )
+
+
 def test_choose_forms():
     assert parse_reply('<action tag="choose"><name>backbone_change</name></action>').tag == "choose"
     r = parse_reply('{"action": "choose_action", "arguments": {"name": "go_back_to_step"}}')
