@@ -40,6 +40,12 @@ def test_minimization_lowers_the_energy_of_a_perturbed_helix(openmm_backend):
     assert np.isfinite(e1)
 
 
+def test_backend_is_deterministic(openmm_backend):
+    a = openmm_backend.prepare(["ALA", "LYS", "LEU", "GLU"])
+    b = openmm_backend.prepare(["ALA", "LYS", "LEU", "GLU"])
+    assert a.metrics == b.metrics and a.payload == b.payload
+
+
 def test_rotamer_change_mutates_only_designable_positions(openmm_backend):
     b = openmm_backend
     start = b.prepare(["ALA"] * 6)

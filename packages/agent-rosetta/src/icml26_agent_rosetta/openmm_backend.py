@@ -19,6 +19,8 @@ states, caps) only, so a non-canonical type in a palette is refused with a messa
 from __future__ import annotations
 
 import io
+import random
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -111,18 +113,30 @@ class OpenMMBackend:
         )
         self.platform = openmm.Platform.getPlatformByName(platform)
         self.properties = {"Threads": str(threads)} if platform == "CPU" else {}
+        self._reference = openmm.Platform.getPlatformByName("Reference")
 
     # --- structures -----------------------------------------------------------------------
     def complete(self, pdb: str, mutations: Sequence[str] = ()) -> tuple[app.Topology, list]:
-        """PDBFixer: apply ``mutations`` ("ALA-3-LEU"), add missing heavy atoms and hydrogens."""
-        fixer = PDBFixer(pdbfile=io.StringIO(pdb))
-        if mutations:
-            fixer.applyMutations(list(mutations), "A")
-        fixer.findMissingResidues()
-        fixer.missingResidues = {}
-        fixer.findMissingAtoms()
-        fixer.addMissingAtoms()
-        fixer.addMissingHydrogens(7.0)
+        """PDBFixer: apply ``mutations`` ("ALA-3-LEU"), add missing heavy atoms and hydrogens.
+
+        Deterministic: PDBFixer and OpenMM's ``Modeller.addHydrogens`` draw start positions from
+        Python's global ``random`` and minimize on the default platform (all cores), so both
+        run here under a seed derived from the input (the caller's ``random`` state is
+        restored) on the Reference platform.
+        """
+        saved = random.getstate()
+        random.seed(zlib.crc32((pdb + "|".join(mutations)).encode()))
+        try:
+            fixer = PDBFixer(pdbfile=io.StringIO(pdb), platform=self._reference)
+            if mutations:
+                fixer.applyMutations(list(mutations), "A")
+            fixer.findMissingResidues()
+            fixer.missingResidues = {}
+            fixer.findMissingAtoms()
+            fixer.addMissingAtoms(seed=0)
+            fixer.addMissingHydrogens(7.0)
+        finally:
+            random.setstate(saved)
         return fixer.topology, fixer.positions
 
     def _context(self, topology: app.Topology) -> openmm.Context:
