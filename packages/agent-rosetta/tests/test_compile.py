@@ -25,20 +25,38 @@ from icml26_agent_rosetta.actions import AndSelector, OrSelector
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_ACTIONS))
 def test_golden_protocols(name):
-    assert compile_protocol(GOLDEN_ACTIONS[name]) == (GOLDEN / f"{name}.xml").read_text()
+    extra = ("TRF",) if name == "rotamer_core" else ()  # the paper's NCAA task palette
+    assert compile_protocol(GOLDEN_ACTIONS[name], extra) == (GOLDEN / f"{name}.xml").read_text()
 
 
 def _refs(root):
     """Every name a protocol refers to, by kind."""
+    sections = [
+        root.find(s)
+        for s in (
+            "RESIDUE_SELECTORS",
+            "MOVERS",
+            "TASKOPERATIONS",
+            "SCOREFXNS",
+            "PACKER_PALETTES",
+            "MOVE_MAP_FACTORIES",
+        )
+    ]
     defined = {
-        el.get("name")
-        for sec in ("RESIDUE_SELECTORS", "MOVERS", "TASK_OPERATIONS", "SCOREFXNS")
-        for el in root.find(sec).iter()
-        if el.get("name")
+        el.get("name") for sec in sections if sec is not None for el in sec.iter() if el.get("name")
     }
     used = []
     for el in root.iter():
-        for key in ("selector", "residue_selector", "scorefxn", "mover"):
+        for key in (
+            "selector",
+            "residue_selector",
+            "scorefxn",
+            "mover",
+            "mover_name",
+            "scorefxn_name",
+            "packer_palette",
+            "movemap_factory",
+        ):
             if key in el.attrib:
                 used.append(el.attrib[key])
         for key in ("selectors", "task_operations"):
@@ -49,7 +67,7 @@ def _refs(root):
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_ACTIONS))
 def test_every_reference_is_defined_before_use(name):
-    root = ET.fromstring(compile_protocol(GOLDEN_ACTIONS[name]))
+    root = ET.fromstring(compile_protocol(GOLDEN_ACTIONS[name], ("TRF",)))
     defined, used = _refs(root)
     assert set(used) <= defined, set(used) - defined
     # selectors are defined before the selectors that combine them (Rosetta parses in order)
@@ -79,6 +97,27 @@ def test_penalty_definition_is_linear_in_the_deviation():
     assert entry[0] == "PENALTY_DEFINITION" and entry[-2] == "END_PENALTY_DEFINITION"
     assert "PENALTIES 2.5 0.0 2.5" in entry and "FRACTION 0.4" in entry
     assert "BEFORE_FUNCTION LINEAR" in entry and "AFTER_FUNCTION LINEAR" in entry
+
+
+def test_backrub_runs_in_monte_carlo_with_a_movemap_and_side_chains_are_minimized():
+    root = ET.fromstring(compile_protocol(GOLDEN_ACTIONS["backbone_backrub"]))
+    mc = next(root.iter("GenericMonteCarlo"))
+    assert (mc.get("mover_name"), mc.get("trials"), mc.get("temperature")) == ("bb", "50", "0.5")
+    assert next(root.iter("Backrub")).get("movemap_factory") == "map_factory"
+    assert [a.get("mover") for a in root.find("PROTOCOLS")] == ["add_csts", "mc", "min"]
+    mm = next(root.iter("MinMover"))
+    assert (mm.get("bb"), mm.get("chi")) == ("false", "true")
+    with pytest.raises(ValueError, match="small and shear only"):
+        BackboneChange(mover="backrub", selector=LayerSelector(core=True), angle_max=3.0)
+
+
+def test_ncaa_palette_reaches_fast_design():
+    root = ET.fromstring(compile_protocol(GOLDEN_ACTIONS["rotamer_core"], ("TRF",)))
+    pal = next(root.iter("CustomBaseTypePackerPalette"))
+    assert pal.get("additional_residue_types") == "TRF"
+    assert next(root.iter("FastDesign")).get("packer_palette") == pal.get("name")
+    assert next(root.iter("FastDesign")).get("scorefxn") == "guidance"
+    assert root.find("OUTPUT").get("scorefxn") == "scoring"  # output scored without guidance terms
 
 
 def test_go_back_has_no_protocol():
@@ -124,10 +163,16 @@ rotamer = st.builds(
 )
 backbone = st.builds(
     BackboneChange,
-    mover=st.sampled_from(["small", "shear", "backrub"]),
+    mover=st.sampled_from(["small", "shear"]),
     selector=selectors,
     nmoves=st.integers(1, 2000),
     angle_max=st.sampled_from([1.0, 2.0, 6.5]),
+    temperature=st.sampled_from([0.5, 1.0, 2.0]),
+) | st.builds(
+    BackboneChange,
+    mover=st.just("backrub"),
+    selector=selectors,
+    nmoves=st.integers(1, 2000),
     temperature=st.sampled_from([0.5, 1.0, 2.0]),
 )
 

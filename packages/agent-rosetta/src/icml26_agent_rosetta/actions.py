@@ -228,7 +228,8 @@ class BackboneChange(_Model):
     """Perturb the backbone of the selected residues with a Monte Carlo move set.
 
     ``small`` (independent φ/ψ), ``shear`` (φ_i, ψ_{i-1} in opposition) or ``backrub`` (a local
-    rotation about a CA-CA axis); ``nmoves`` trials, each accepted by Metropolis at ``temperature``.
+    rotation about a CA-CA axis); ``nmoves`` trials, each accepted by Metropolis at ``temperature``
+    (for backrub through a ``GenericMonteCarlo``); side chains are minimized afterwards.
     """
 
     action: Literal["backbone_change"] = "backbone_change"
@@ -237,6 +238,14 @@ class BackboneChange(_Model):
     nmoves: int = Field(100, ge=1, le=10_000)
     angle_max: float = Field(6.0, gt=0, le=180, description="largest angle change, degrees")
     temperature: float = Field(0.5, gt=0, le=100, description="Metropolis kT")
+
+    @model_validator(mode="after")
+    def _backrub_angle(self) -> BackboneChange:
+        if self.mover == "backrub" and self.angle_max != 6.0:
+            raise ValueError(
+                "angle_max applies to small and shear only (backrub sets its own angles)"
+            )
+        return self
 
 
 class GoBackToStep(_Model):

@@ -15,6 +15,7 @@ writes whole protocols, is checked.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -104,17 +105,34 @@ def penalty_definition(p: CompositionPenalty) -> list[str]:
     ]
 
 
-def compile_protocol(action: RotamerChange | BackboneChange) -> str:
-    """One action as a RosettaScripts protocol (XML text, deterministic: golden-file tested)."""
+def compile_protocol(
+    action: RotamerChange | BackboneChange, additional_residue_types: Sequence[str] = ()
+) -> str:
+    """One action as a RosettaScripts protocol (XML text, deterministic: golden-file tested).
+
+    Two score functions, as in the official templates: ``guidance`` (ref2015 + the guidance
+    weights) drives FastDesign, ``scoring`` (plain ref2015) scores the output and drives the
+    backbone movers. ``additional_residue_types`` (the task's non-canonical types, which need
+    ``-extra_res_fa`` params) enter through a ``CustomBaseTypePackerPalette``.
+    """
     if isinstance(action, GoBackToStep):
         raise TypeError("go_back_to_step is handled by the environment; it has no protocol")
     if not isinstance(action, RotamerChange | BackboneChange):
         raise TypeError(f"action must be RotamerChange or BackboneChange, got {type(action)}")
     root = ET.Element("ROSETTASCRIPTS")
     sfxns = ET.SubElement(root, "SCOREFXNS")
-    sf = ET.SubElement(sfxns, "ScoreFunction", name="sfxn", weights="ref2015")
+    sf = ET.SubElement(sfxns, "ScoreFunction", name="guidance", weights="ref2015")
     for term, w in GUIDANCE_WEIGHTS.items():
         ET.SubElement(sf, "Reweight", scoretype=term, weight=_fmt(w))
+    ET.SubElement(sfxns, "ScoreFunction", name="scoring", weights="ref2015")
+    if additional_residue_types:
+        pal = ET.SubElement(root, "PACKER_PALETTES")
+        ET.SubElement(
+            pal,
+            "CustomBaseTypePackerPalette",
+            name="palette",
+            additional_residue_types=",".join(additional_residue_types),
+        )
     sels = _Selectors()
     movers = ET.Element("MOVERS")
     protocol = ["add_csts"]
@@ -129,7 +147,8 @@ def compile_protocol(action: RotamerChange | BackboneChange) -> str:
         native="true",
         sd="0.5",
     )
-    taskops = ET.Element("TASK_OPERATIONS")
+    taskops = ET.Element("TASKOPERATIONS")
+    mmf = None
     if isinstance(action, RotamerChange):
         design = sels.add(action.design_selector)
         not_design = sels.add(NotSelector(selector=action.design_selector))
@@ -150,11 +169,11 @@ def compile_protocol(action: RotamerChange | BackboneChange) -> str:
             ET.SubElement(
                 taskops,
                 "RestrictToSpecifiedBaseResidueTypes",
-                name="palette",
+                name="palette_restrict",
                 base_types=",".join(action.restrict),
                 selector=design,
             )
-            ops.append("palette")
+            ops.append("palette_restrict")
         if action.prohibit:
             ET.SubElement(
                 taskops,
@@ -170,37 +189,59 @@ def compile_protocol(action: RotamerChange | BackboneChange) -> str:
             )
             ET.SubElement(comp, "Comp", entry=";".join(penalty_definition(pen)) + ";")
             protocol.append(f"comp{i}")
-        ET.SubElement(
+        fd = ET.SubElement(
             movers,
             "FastDesign",
             name="design",
-            scorefxn="sfxn",
+            scorefxn="guidance",
             task_operations=",".join(ops),
             repeats=str(action.repeats),
         )
+        if additional_residue_types:
+            fd.set("packer_palette", "palette")
         protocol.append("design")
     else:
         sel = sels.add(action.selector)
-        ET.SubElement(
-            movers,
-            MOVER_TAGS[action.mover],
-            name="bb",
-            scorefxn="sfxn",
-            residue_selector=sel,
-            nmoves=str(action.nmoves),
-            angle_max=_fmt(action.angle_max),
-            temperature=_fmt(action.temperature),
-        )
-        protocol.append("bb")
+        if action.mover == "backrub":  # Backrub takes a MoveMapFactory, not a selector
+            mmf = ET.Element("MOVE_MAP_FACTORIES")
+            fac = ET.SubElement(mmf, "MoveMapFactory", name="map_factory", bb="false", chi="false")
+            ET.SubElement(fac, "Backbone", enable="true", residue_selector=sel)
+            ET.SubElement(movers, "Backrub", name="bb", movemap_factory="map_factory")
+            ET.SubElement(
+                movers,
+                "GenericMonteCarlo",
+                name="mc",
+                mover_name="bb",
+                scorefxn_name="scoring",
+                trials=str(action.nmoves),
+                temperature=_fmt(action.temperature),
+            )
+            protocol.append("mc")
+        else:
+            ET.SubElement(
+                movers,
+                MOVER_TAGS[action.mover],
+                name="bb",
+                scorefxn="scoring",
+                residue_selector=sel,
+                nmoves=str(action.nmoves),
+                angle_max=_fmt(action.angle_max),
+                temperature=_fmt(action.temperature),
+            )
+            protocol.append("bb")
+        # side chains relaxed after the move (bb off, chi on), as the official template does
+        ET.SubElement(movers, "MinMover", name="min", scorefxn="scoring", bb="false", chi="true")
+        protocol.append("min")
     rs = ET.Element("RESIDUE_SELECTORS")
     rs.extend(sels.nodes)
-    root.insert(1, rs)
-    root.insert(2, taskops)
-    root.insert(3, movers)
+    at = 2 if additional_residue_types else 1
+    for el in (rs, taskops, *([mmf] if mmf is not None else []), movers):
+        root.insert(at, el)
+        at += 1
     prot = ET.SubElement(root, "PROTOCOLS")
     for m in protocol:
         ET.SubElement(prot, "Add", mover=m)
-    ET.SubElement(root, "OUTPUT", scorefxn="sfxn")
+    ET.SubElement(root, "OUTPUT", scorefxn="scoring")
     ET.indent(root, space="  ")
     return ET.tostring(root, encoding="unicode") + "\n"
 
@@ -230,7 +271,14 @@ _TASKOP_TAGS = {
     "RestrictToSpecifiedBaseResidueTypes",
     "ProhibitSpecifiedBaseResidueTypes",
 }
-_MOVER_TAGS = {"AddConstraints", "AddCompositionConstraintMover", "FastDesign", *_TAG_TO_MOVER}
+_MOVER_TAGS = {
+    "AddConstraints",
+    "AddCompositionConstraintMover",
+    "FastDesign",
+    "GenericMonteCarlo",
+    "MinMover",
+    *_TAG_TO_MOVER,
+}
 _MOVE_ATTRS = {"name", "scorefxn", "residue_selector", "nmoves", "angle_max", "temperature"}
 _BASE_TYPES = {"name", "base_types", "selector"}
 # What RosettaScripts' XSD validation would accept here (the subset these protocols use).
@@ -238,7 +286,9 @@ ALLOWED_ATTRS: dict[str, set[str]] = {
     "ROSETTASCRIPTS": set(),
     "SCOREFXNS": set(),
     "RESIDUE_SELECTORS": set(),
-    "TASK_OPERATIONS": set(),
+    "TASKOPERATIONS": set(),
+    "PACKER_PALETTES": set(),
+    "MOVE_MAP_FACTORIES": set(),
     "MOVERS": set(),
     "PROTOCOLS": set(),
     "OUTPUT": {"scorefxn"},
@@ -276,13 +326,34 @@ ALLOWED_ATTRS: dict[str, set[str]] = {
     },
     "AddCompositionConstraintMover": {"name", "selector", "filename"},
     "Comp": {"entry"},
-    "FastDesign": {"name", "scorefxn", "task_operations", "repeats", "relaxscript"},
+    "FastDesign": {
+        "name",
+        "scorefxn",
+        "task_operations",
+        "repeats",
+        "relaxscript",
+        "packer_palette",
+    },
     "Small": _MOVE_ATTRS,
     "Shear": _MOVE_ATTRS,
-    "Backrub": _MOVE_ATTRS,
+    "Backrub": {"name", "movemap_factory"},
+    "GenericMonteCarlo": {"name", "mover_name", "scorefxn_name", "trials", "temperature"},
+    "MinMover": {"name", "scorefxn", "bb", "chi", "tolerance"},
+    "CustomBaseTypePackerPalette": {"name", "additional_residue_types"},
+    "MoveMapFactory": {"name", "bb", "chi"},
+    "Backbone": {"enable", "residue_selector"},
     "Add": {"mover"},
 }
-_SECTIONS = ["SCOREFXNS", "RESIDUE_SELECTORS", "TASK_OPERATIONS", "MOVERS", "PROTOCOLS", "OUTPUT"]
+_SECTIONS = [
+    "SCOREFXNS",
+    "PACKER_PALETTES",
+    "RESIDUE_SELECTORS",
+    "TASKOPERATIONS",
+    "MOVE_MAP_FACTORIES",
+    "MOVERS",
+    "PROTOCOLS",
+    "OUTPUT",
+]
 
 
 def _named(section: ET.Element | None, allowed: set[str], kind: str) -> dict[str, ET.Element]:
@@ -371,8 +442,12 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
             )
     sfxns = _named(root.find("SCOREFXNS"), {"ScoreFunction"}, "score function")
     sels = _named(root.find("RESIDUE_SELECTORS"), _SELECTOR_TAGS, "residue selector")
-    ops = _named(root.find("TASK_OPERATIONS"), _TASKOP_TAGS, "task operation")
+    ops = _named(root.find("TASKOPERATIONS"), _TASKOP_TAGS, "task operation")
     movers = _named(root.find("MOVERS"), _MOVER_TAGS, "mover")
+    palettes = _named(
+        root.find("PACKER_PALETTES"), {"CustomBaseTypePackerPalette"}, "packer palette"
+    )
+    factories = _named(root.find("MOVE_MAP_FACTORIES"), {"MoveMapFactory"}, "move map factory")
     for sf in sfxns.values():
         if _attr(sf, "weights") != "ref2015":
             raise ProtocolError(f"score function weights {sf.get('weights')!r}: expected ref2015")
@@ -388,9 +463,20 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
             raise ProtocolError(f"<Add mover={m!r}> refers to an undefined mover")
         added.append(movers[m])
     out = root.find("OUTPUT")
-    if out is not None and out.get("scorefxn", "sfxn") not in sfxns:
+    if out is not None and out.get("scorefxn", "scoring") not in sfxns:
         raise ProtocolError(f"<OUTPUT scorefxn={out.get('scorefxn')!r}>: undefined score function")
-    for el in [e for top in (*movers.values(), *ops.values()) for e in top.iter()]:
+    refs = {
+        "scorefxn": sfxns,
+        "scorefxn_name": sfxns,
+        "mover_name": movers,
+        "packer_palette": palettes,
+        "movemap_factory": factories,
+    }
+    tops = (*movers.values(), *ops.values(), *factories.values())
+    for el in [e for top in tops for e in top.iter()]:
+        for key, defined in refs.items():
+            if key in el.attrib and el.attrib[key] not in defined:
+                raise ProtocolError(f"<{el.tag} {key}={el.attrib[key]!r}>: not defined")
         for key in ("scorefxn",):
             if key in el.attrib and el.attrib[key] not in sfxns:
                 raise ProtocolError(
@@ -399,12 +485,15 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
         for key in ("selector", "residue_selector"):
             if key in el.attrib and el.attrib[key] not in sels:
                 raise ProtocolError(f"<{el.tag} {key}={el.attrib[key]!r}>: undefined selector")
-    main = [m for m in added if m.tag in ("FastDesign", *_TAG_TO_MOVER)]
+    main = [m for m in added if m.tag in ("FastDesign", "GenericMonteCarlo", *_TAG_TO_MOVER)]
     if len(main) != 1:
         raise ProtocolError(
-            f"expected exactly one FastDesign, Small, Shear or Backrub in <PROTOCOLS>, found {len(main)}"
+            "expected exactly one FastDesign, Small, Shear or GenericMonteCarlo(Backrub) in "
+            f"<PROTOCOLS>, found {len(main)}"
         )
     mv_main = main[0]
+    if mv_main.tag == "Backrub":
+        raise ProtocolError("Backrub runs inside a GenericMonteCarlo (trials, temperature)")
     args: dict[str, Any]
     if mv_main.tag == "FastDesign":
         names = [s.strip() for s in _attr(mv_main, "task_operations").split(",") if s.strip()]
@@ -450,6 +539,21 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
                     )
                 pens.append(_penalty(_attr(comps[0], "entry")))
         args["composition_penalties"] = pens
+    elif mv_main.tag == "GenericMonteCarlo":
+        inner = movers[_attr(mv_main, "mover_name")]
+        if inner.tag != "Backrub":
+            raise ProtocolError(f"GenericMonteCarlo must wrap a Backrub mover, not <{inner.tag}>")
+        fac = factories[_attr(inner, "movemap_factory")]
+        bbs = [b for b in fac if b.tag == "Backbone"]
+        if len(bbs) != 1:
+            raise ProtocolError("the MoveMapFactory needs one <Backbone residue_selector=...>")
+        args = {
+            "action": "backbone_change",
+            "mover": "backrub",
+            "selector": _selector(_attr(bbs[0], "residue_selector"), sels),
+            "nmoves": _attr(mv_main, "trials"),
+            "temperature": _attr(mv_main, "temperature"),
+        }
     else:
         args = {
             "action": "backbone_change",

@@ -419,7 +419,7 @@ class RosettaEnv:
             src = self.trajectory[action.step]
             rec = StepRecord(k, action, None, list(src.designs), list(src.front), True)
         else:
-            protocol = compile_protocol(action)
+            protocol = compile_protocol(action, self.task.ncaa)
             seed = int(np.random.SeedSequence([self.seed, k]).generate_state(1)[0])
             designs = self.backend.run(
                 action, protocol, self.parents, self.task.nstruct, seed, self.palette
