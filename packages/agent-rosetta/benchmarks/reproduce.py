@@ -228,11 +228,16 @@ def main() -> None:
     )
     head = hp["by_p"]["0.3"]
     ours, base = head["structured"]["valid_rate_mean"], head["prompt_only"]["valid_rate_mean"]
+    pd = head["paired"]
     full = {
         "package": "agent-rosetta",
         "claim": "structured two-phase env >= 2x the valid-action rate of prompt-only protocols at p=0.3",
         "paper": "prompt engineering alone often fails to generate Rosetta actions (no number public)",
-        "ours": f"structured {ours:.3f} valid, best E {head['structured']['best_energy_mean']:.2f} (E*={hp['optimum']})",
+        "ours": (
+            f"structured {ours:.3f} valid (paired diff {pd['valid_rate_diff_mean']:+.2f} "
+            f"[{pd['valid_rate_diff_ci95'][0]:.2f}, {pd['valid_rate_diff_ci95'][1]:.2f}]), "
+            f"best E {head['structured']['best_energy_mean']:.2f} (E*={hp['optimum']})"
+        ),
         "baseline": f"prompt-only {base:.3f} valid, best E {head['prompt_only']['best_energy_mean']:.2f}",
         "ratio": round(ours / base, 2) if base > 0 else None,
         "seconds": None,
