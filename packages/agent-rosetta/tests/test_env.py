@@ -102,6 +102,8 @@ def test_non_canonical_types_the_task_has_params_for():
     )
     assert info["valid"] is True
     assert any("NLE" in d.sequence for d in env.trajectory[-1].designs)
+    # Rosetta sees the task's non-canonical types through the packer palette
+    assert 'additional_residue_types="NLE"' in env.trajectory[-1].protocol
 
 
 class CrashingBackend(HPBackend):
