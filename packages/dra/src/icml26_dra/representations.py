@@ -252,6 +252,7 @@ def per_sample_grads(
     params: str | Sequence[str] | Callable[[str], bool] = "all",
     loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor] = causal_lm_response_loss,
     projector: RandomProjector | None = None,
+    precondition: torch.Tensor | None = None,
     chunk_size: int = 32,
     out: str | os.PathLike[str] | None = None,
 ) -> np.ndarray:
@@ -261,6 +262,8 @@ def per_sample_grads(
     flattened in ``named_parameters`` order, gathered ``chunk_size`` at a time, projected, and
     written to ``out`` (a ``.npy`` memmap) when given. ``batch`` holds tensors whose first dim is
     the sample; ``loss_fn(model, sample)`` gets each sample as a batch of one.
+    ``precondition`` (P,) multiplies each flat gradient before the projection, e.g. LESS's Adam
+    preconditioner 1 / (sqrt(v_hat) + eps) for training gradients.
     """
     n = int(next(iter(batch.values())).shape[0])
     if n == 0:
@@ -272,6 +275,8 @@ def per_sample_grads(
         raise ValueError(
             f"projector.dim_in={projector.dim_in} but the selected parameters have {p_total} entries"
         )
+    if precondition is not None and tuple(precondition.shape) != (p_total,):
+        raise ValueError(f"precondition must have shape ({p_total},); got {tuple(precondition.shape)}")
     k = p_total if projector is None else projector.dim_out
     result = _open_out(out, (n, k))
     device = tensors[0].device
@@ -291,6 +296,8 @@ def per_sample_grads(
                 )
             if not bool(torch.isfinite(g).all()):
                 raise FloatingPointError(f"non-finite gradient among samples {lo}..{hi - 1}")
+            if precondition is not None:
+                g = g * precondition.to(device=device, dtype=g.dtype)
             if projector is not None:
                 g = projector(g)
             result[lo:hi] = g.detach().cpu().numpy()
