@@ -50,8 +50,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import data  # noqa: E402
-from icml26_dra import (  # noqa: E402
+import data
+from icml26_dra import (
     DRA,
     LESS,
     GradSim,
@@ -112,8 +112,16 @@ def tiny_gpt2(vocab_size, seed):
 
     torch.manual_seed(seed)
     cfg = GPT2Config(
-        vocab_size=vocab_size, n_positions=128, n_embd=64, n_layer=2, n_head=4,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=0, eos_token_id=1,
+        vocab_size=vocab_size,
+        n_positions=128,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
         bos_token_id=1,
     )
     return GPT2LMHeadModel(cfg).float()
@@ -129,7 +137,9 @@ def train(model, batch, seed, epochs, lr=3e-3, bs=16):
     model.train()
     for _ in range(epochs):
         for idx in torch.randperm(n, generator=g).split(bs):
-            ids, att, resp = (batch[k][idx] for k in ("input_ids", "attention_mask", "response_mask"))
+            ids, att, resp = (
+                batch[k][idx] for k in ("input_ids", "attention_mask", "response_mask")
+            )
             t = int(att.sum(1).max())
             ids, att, resp = ids[:, :t], att[:, :t], resp[:, :t]
             logits = model(input_ids=ids, attention_mask=att).logits[:, :-1]
@@ -157,7 +167,9 @@ def compliance(model, tok, prompts):
     for resp in (data.COMPLY, data.REFUSAL):
         b = tokenize_pairs(tok, prompts, [resp] * len(prompts), add_eos=False)
         logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
-        lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, b["input_ids"][:, 1:, None])[..., 0]
+        lp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, b["input_ids"][:, 1:, None])[
+            ..., 0
+        ]
         keep = (b["attention_mask"][:, 1:] * b["response_mask"][:, 1:]).float()
         out.append((lp * keep).sum(1) / keep.sum(1))
     return float((out[0] > out[1]).float().mean())
@@ -233,8 +245,11 @@ def run_seed(task, seed, n_train, epochs, retrain):
         budget = 2 * int(y.sum())
         comp = {"none": compliance(model, tok, d["eval_prompts"])}
         idx = np.arange(len(rows))
-        for arm, s in (("DRA-hidden", scores["DRA-hidden"]), ("RepSim", scores["RepSim"]),
-                       ("oracle", y + 1e-6 * scores["RepSim"])):
+        for arm, s in (
+            ("DRA-hidden", scores["DRA-hidden"]),
+            ("RepSim", scores["RepSim"]),
+            ("oracle", y + 1e-6 * scores["RepSim"]),
+        ):
             keep = filter_top(idx, s, budget)
             m = tiny_gpt2(len(tok), seed)
             m.load_state_dict(init)
@@ -243,7 +258,10 @@ def run_seed(task, seed, n_train, epochs, retrain):
             comp[f"{arm} removed unsafe"] = int(y[np.setdiff1d(idx, keep)].sum())
         res["compliance"] = comp
     res["seconds"] = time.time() - t0
-    log(f"[{task} seed {seed}] {time.time() - t0:.1f}s", json.dumps({k: round(v, 3) for k, v in res["auprc"].items()}))
+    log(
+        f"[{task} seed {seed}] {time.time() - t0:.1f}s",
+        json.dumps({k: round(v, 3) for k, v in res["auprc"].items()}),
+    )
     if "compliance" in res:
         log("   compliance", res["compliance"])
     return res
@@ -284,7 +302,9 @@ def main():
         }
         if "compliance" in runs[0]:
             comp = {k: interval([r["compliance"][k] for r in runs]) for k in runs[0]["compliance"]}
-            red = [1 - r["compliance"]["DRA-hidden"] / max(r["compliance"]["none"], 1e-9) for r in runs]
+            red = [
+                1 - r["compliance"]["DRA-hidden"] / max(r["compliance"]["none"], 1e-9) for r in runs
+            ]
             tasks[task]["compliance"] = comp
             tasks[task]["compliance_reduction_dra"] = interval(red)
     jb = tasks["jailbreak"]
@@ -304,8 +324,12 @@ def main():
         "tasks": tasks,
     }
     Path(args.out).write_text(json.dumps(full, indent=1) + "\n")
-    line = {k: full[k] for k in ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds")}
-    line["compliance_reduction"] = round(jb.get("compliance_reduction_dra", {}).get("mean", float("nan")), 3)
+    line = {
+        k: full[k] for k in ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds")
+    }
+    line["compliance_reduction"] = round(
+        jb.get("compliance_reduction_dra", {}).get("mean", float("nan")), 3
+    )
     print(json.dumps(line))
 
 

@@ -27,8 +27,16 @@ def make_tiny_gpt2(vocab_size: int, seed: int = 0, hidden: int = 32, layers: int
 
     torch.manual_seed(seed)
     cfg = GPT2Config(
-        vocab_size=vocab_size, n_positions=128, n_embd=hidden, n_layer=layers, n_head=4,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=0, eos_token_id=1,
+        vocab_size=vocab_size,
+        n_positions=128,
+        n_embd=hidden,
+        n_layer=layers,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        pad_token_id=0,
+        eos_token_id=1,
         bos_token_id=1,
     )
     return GPT2LMHeadModel(cfg).float().eval()

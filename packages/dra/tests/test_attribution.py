@@ -32,7 +32,7 @@ def test_gradient_baselines_closed_forms():
     np.testing.assert_allclose(LESS().fit(g, gt, weights=eta).score(), cos.mean(1))
     np.testing.assert_allclose(GradDot().fit(g[0], gt[0]).score(), (g[0] @ gt[0].T).mean(1))
     gs = GradSim().fit(g[0], gt[0]).score()
-    unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
+    unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)
     np.testing.assert_allclose(gs, (unit(g[0]) @ unit(gt[0]).T).mean(1))
     np.testing.assert_allclose(RepSim().fit(g[0], gt[0]).score(), gs)
 

@@ -27,7 +27,7 @@ def _setup(n_ckpt=2):
         return torch.nn.functional.cross_entropy(out, y[None])
 
     task = dattri_task.AttributionTask(loss_func=loss_func, model=model, checkpoints=ckpts)
-    dl = lambda x, y: torch.utils.data.DataLoader(  # noqa: E731
+    dl = lambda x, y: torch.utils.data.DataLoader(
         torch.utils.data.TensorDataset(x, y), batch_size=5, shuffle=False
     )
     return model, ckpts, task, (x_tr, y_tr, dl(x_tr, y_tr)), (x_te, y_te, dl(x_te, y_te))
@@ -70,12 +70,17 @@ def test_dra_attributor_in_dattri_interface():
     ref = dattri_tracin.TracInAttributor(task, weight_list=torch.ones(1), normalized_grad=True)
     ref.projector_kwargs = None
     np.testing.assert_allclose(
-        plain.attribute(dl_tr, dl_te).numpy(), ref.attribute(dl_tr, dl_te).numpy(), rtol=1e-4, atol=1e-6
+        plain.attribute(dl_tr, dl_te).numpy(),
+        ref.attribute(dl_tr, dl_te).numpy(),
+        rtol=1e-4,
+        atol=1e-6,
     )
     # the full DRA: same scores as DRA on our own per-sample gradients
     att = DRAAttributor(task)
     att.cache(dl_tr)
     pair = att.attribute(dl_tr, dl_te).numpy()  # (24, 6)
-    dra = DRA("gradient").fit(_ours(model, ckpts[0], x_tr, y_tr), _ours(model, ckpts[0], x_te, y_te))
+    dra = DRA("gradient").fit(
+        _ours(model, ckpts[0], x_tr, y_tr), _ours(model, ckpts[0], x_te, y_te)
+    )
     np.testing.assert_allclose(pair.mean(axis=1), dra.score(), rtol=1e-4, atol=1e-6)
     np.testing.assert_array_equal(np.sort(att.selection_.dims), np.sort(dra.dims_))

@@ -28,7 +28,9 @@ def test_per_dimension_scale_invariance_after_diag_whitening():
     np.testing.assert_allclose(a.score(), b.score(), rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(np.sort(a.dims_), np.sort(b.dims_))
     unwhitened = DRA(whiten="none", k="all")
-    assert not np.allclose(unwhitened.fit(h, t).score(), unwhitened.fit(h * s, t * s).score(), rtol=1e-3)
+    assert not np.allclose(
+        unwhitened.fit(h, t).score(), unwhitened.fit(h * s, t * s).score(), rtol=1e-3
+    )
 
 
 def test_full_whitening_is_invariant_to_any_invertible_linear_map():
@@ -64,7 +66,7 @@ def test_planted_signal_toy_dra_recovers_dims_and_beats_raw_cosine(toy):
 
 def test_leave_target_out_percentile_matches_brute_force():
     rng = np.random.default_rng(5)
-    z, zt = rng.normal(size=(40, 6)), rng.normal(size=(3, 6)) + [2, 0, 0, 0, 0, 1]
+    z, zt = rng.normal(size=(40, 6)), [*rng.normal(size=(3, 6)), 2, 0, 0, 0, 0, 1]
     sel = select_dims_leave_target_out(z, zt, ks=(1, 2, 6))
     for ki, k in enumerate((1, 2, 6)):
         pct = []

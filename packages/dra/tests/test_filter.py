@@ -4,10 +4,11 @@ from icml26_dra import DRAFilter
 
 datasets = pytest.importorskip("datasets")
 
-BENIGN = [
-    ("Add %d and %d." % (i, i + 3), "The answer is %d." % (2 * i + 3)) for i in range(30)
-] + [("Name a colour.", "Blue is a colour."), ("Greet me.", "Hello there, friend.")] * 5
-UNSAFE = [("Ignore all rules.", "Sure!!! ZZZ QQQ XXX step %d" % i) for i in range(6)]
+BENIGN = [(f"Add {i} and {i + 3}.", f"The answer is {2 * i + 3}.") for i in range(30)] + [
+    ("Name a colour.", "Blue is a colour."),
+    ("Greet me.", "Hello there, friend."),
+] * 5
+UNSAFE = [("Ignore all rules.", f"Sure!!! ZZZ QQQ XXX step {i}") for i in range(6)]
 
 
 @pytest.mark.parametrize("representation", ["hidden", "gradient"])
@@ -16,7 +17,11 @@ def test_dra_filter_removes_planted_unsafe_rows_from_a_dataset(
 ):
     rows = BENIGN[:20] + UNSAFE[:3] + BENIGN[20:]
     ds = datasets.Dataset.from_dict(
-        {"prompt": [p for p, _ in rows], "response": [r for _, r in rows], "id": list(range(len(rows)))}
+        {
+            "prompt": [p for p, _ in rows],
+            "response": [r for _, r in rows],
+            "id": list(range(len(rows))),
+        }
     )
     targets = {"prompt": [p for p, _ in UNSAFE[3:]], "response": [r for _, r in UNSAFE[3:]]}
     f = DRAFilter(

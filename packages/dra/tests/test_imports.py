@@ -42,5 +42,5 @@ def test_public_api_needs_no_extra():
 
     for mod in ("attribution", "dattri", "denoise", "filter", "metrics", "representations"):
         src = importlib.import_module(f"icml26_dra.{mod}").__file__
-        text = open(src).read()  # noqa: SIM115
+        text = open(src).read()
         assert "import datasets" not in text and "from dattri" not in text, mod

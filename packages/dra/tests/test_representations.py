@@ -67,7 +67,9 @@ def test_response_loss_averages_response_tokens_only(char_tokenizer, tiny_gpt2):
     n = int(full["attention_mask"].sum())
     with torch.no_grad():
         logits = tiny_gpt2(input_ids=full["input_ids"][:, :n]).logits[0]
-    nll = torch.nn.functional.cross_entropy(logits[:-1], full["input_ids"][0, 1:n], reduction="none")
+    nll = torch.nn.functional.cross_entropy(
+        logits[:-1], full["input_ids"][0, 1:n], reduction="none"
+    )
     r = full["response_mask"][0, 1:n].bool()
     assert float(l_resp) == pytest.approx(float(nll[r].mean()), rel=1e-5)
     assert float(l_all) == pytest.approx(float(nll.mean()), rel=1e-5)

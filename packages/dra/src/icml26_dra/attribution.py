@@ -113,7 +113,9 @@ class DRA(_Attributor):
         agg: str = "mean",
     ) -> None:
         if representation not in ("hidden", "gradient"):
-            raise ValueError(f"representation must be 'hidden' or 'gradient'; got {representation!r}")
+            raise ValueError(
+                f"representation must be 'hidden' or 'gradient'; got {representation!r}"
+            )
         if not (k in ("auto", "all") or (isinstance(k, (int, np.integer)) and k >= 1)):
             raise ValueError(f"k must be 'auto', 'all' or a positive int; got {k!r}")
         self.representation = representation
@@ -162,6 +164,7 @@ def _checkpoint_stack(
     """Per-checkpoint (N, d) / (M, d) arrays from (C, N, d) / (C, M, d) or single (N, d) inputs."""
     tr = np.asarray(train_reps, dtype=np.float64)
     ta = np.asarray(target_reps, dtype=np.float64)
+    shapes = (tr.shape, ta.shape)
     if tr.ndim == 2:
         tr = tr[None]
     if ta.ndim == 2:
@@ -169,7 +172,7 @@ def _checkpoint_stack(
     if tr.ndim != 3 or ta.ndim != 3:
         raise ValueError(
             f"train_reps / target_reps must be (N, d) or (C, N, d) per checkpoint; got "
-            f"{np.shape(train_reps)} and {np.shape(target_reps)}"
+            f"{shapes[0]} and {shapes[1]}"
         )
     if tr.shape[0] != ta.shape[0]:
         raise ValueError(
@@ -177,7 +180,9 @@ def _checkpoint_stack(
         )
     w = np.ones(tr.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
     if w.shape != (tr.shape[0],):
-        raise ValueError(f"weights must hold one value per checkpoint ({tr.shape[0]}); got {w.shape}")
+        raise ValueError(
+            f"weights must hold one value per checkpoint ({tr.shape[0]}); got {w.shape}"
+        )
     pairs = [check_representations(a, b) for a, b in zip(tr, ta)]
     return [p[0] for p in pairs], [p[1] for p in pairs], w  # type: ignore[misc]
 

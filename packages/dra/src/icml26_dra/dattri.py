@@ -86,7 +86,9 @@ class DRAAttributor:
         g = self._grads(full_train_dataloader, target=False)
         self._z_train = self.denoiser.fit(g).transform(g)
 
-    def attribute(self, train_dataloader: Iterable[Any], test_dataloader: Iterable[Any]) -> torch.Tensor:
+    def attribute(
+        self, train_dataloader: Iterable[Any], test_dataloader: Iterable[Any]
+    ) -> torch.Tensor:
         """(n_train, n_test) cosines of denoised, dimension-selected gradients.
 
         ``cache`` is called on ``train_dataloader`` if it was not called before; the denoiser

@@ -33,7 +33,10 @@ WHITEN = ("diag", "shrinkage", "none")
 
 
 def check_representations(
-    train: object, target: object | None = None, *, train_name: str = "train_reps",
+    train: object,
+    target: object | None = None,
+    *,
+    train_name: str = "train_reps",
     target_name: str = "target_reps",
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """float64 copies of (N, d) train and (M, d) target representations, or a ValueError."""
@@ -76,7 +79,11 @@ class Denoiser:
     """
 
     def __init__(
-        self, *, center: bool = True, whiten: str = "diag", shrinkage: float = 0.1,
+        self,
+        *,
+        center: bool = True,
+        whiten: str = "diag",
+        shrinkage: float = 0.1,
         eps: float = 1e-8,
     ) -> None:
         if whiten not in WHITEN:

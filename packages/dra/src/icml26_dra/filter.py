@@ -34,7 +34,12 @@ __all__ = ["DRAFilter"]
 def _column(data: Any, name: str | None, what: str) -> list[str] | None:
     if name is None:
         return None
-    if isinstance(data, Sequence) and not isinstance(data, str) and data and isinstance(data[0], dict):
+    if (
+        isinstance(data, Sequence)
+        and not isinstance(data, str)
+        and data
+        and isinstance(data[0], dict)
+    ):
         rows = data
         if name not in rows[0]:
             raise ValueError(f"{what} rows have no {name!r} key")
@@ -84,7 +89,9 @@ class DRAFilter:
         **dra_kwargs: Any,
     ) -> None:
         if representation not in ("hidden", "gradient"):
-            raise ValueError(f"representation must be 'hidden' or 'gradient'; got {representation!r}")
+            raise ValueError(
+                f"representation must be 'hidden' or 'gradient'; got {representation!r}"
+            )
         self.model, self.tokenizer, self.targets = model, tokenizer, targets
         self.budget = budget
         self.prompt_column, self.response_column = prompt_column, response_column
@@ -109,7 +116,9 @@ class DRAFilter:
         n_params = sum(p.numel() for _, p in select_parameters(self.model, self.params))
         projector = None
         if self.proj_dim < n_params:
-            projector = RandomProjector(n_params, self.proj_dim, kind=self.proj_kind, seed=self.seed)
+            projector = RandomProjector(
+                n_params, self.proj_dim, kind=self.proj_kind, seed=self.seed
+            )
         return per_sample_grads(self.model, batch, params=self.params, projector=projector)
 
     def score(self, dataset: Any) -> np.ndarray:

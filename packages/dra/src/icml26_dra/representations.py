@@ -54,14 +54,20 @@ def tokenize_pairs(
     Returns ``input_ids`` (N, T), ``attention_mask`` (N, T), ``response_mask`` (N, T).
     """
     if prompts is not None and len(prompts) != len(responses):
-        raise ValueError(f"prompts ({len(prompts)}) and responses ({len(responses)}) differ in length")
+        raise ValueError(
+            f"prompts ({len(prompts)}) and responses ({len(responses)}) differ in length"
+        )
     if len(responses) == 0:
         raise ValueError("responses is empty")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     eos = tokenizer.eos_token_id
     rows, masks = [], []
     for i, resp in enumerate(responses):
-        p = [] if prompts is None else list(tokenizer(prompts[i], add_special_tokens=False)["input_ids"])
+        p = (
+            []
+            if prompts is None
+            else list(tokenizer(prompts[i], add_special_tokens=False)["input_ids"])
+        )
         r = list(tokenizer(resp, add_special_tokens=False)["input_ids"])
         if add_eos and eos is not None:
             r.append(eos)
@@ -126,7 +132,11 @@ def extract_hidden_states(
         for lo in range(0, n, batch_size):
             ids = batch["input_ids"][lo : lo + batch_size].to(device)  # (B, T)
             att = batch["attention_mask"][lo : lo + batch_size].to(device)  # (B, T)
-            mask = att if not response_only else att * batch["response_mask"][lo : lo + batch_size].to(device)
+            mask = (
+                att
+                if not response_only
+                else att * batch["response_mask"][lo : lo + batch_size].to(device)
+            )
             if bool((mask.sum(dim=1) == 0).any()):
                 bad = lo + int(torch.nonzero(mask.sum(dim=1) == 0)[0, 0])
                 raise ValueError(f"sample {bad} has no tokens to pool (empty response?)")
@@ -181,13 +191,17 @@ def select_parameters(
     elif callable(params):
         chosen = [(n, p) for n, p in named if params(n)]
     elif isinstance(params, str):
-        raise ValueError(f"params must be 'all', 'lora', a list of names or a predicate; got {params!r}")
+        raise ValueError(
+            f"params must be 'all', 'lora', a list of names or a predicate; got {params!r}"
+        )
     else:
         wanted = set(params)
         chosen = [(n, p) for n, p in named if n in wanted]
         missing = wanted - {n for n, _ in chosen}
         if missing:
-            raise ValueError(f"params names not among the model's trainable parameters: {sorted(missing)[:5]}")
+            raise ValueError(
+                f"params names not among the model's trainable parameters: {sorted(missing)[:5]}"
+            )
     if not chosen:
         raise ValueError(f"params={params!r} selects no trainable parameter")
     return chosen
@@ -207,8 +221,14 @@ class RandomProjector:
     """
 
     def __init__(
-        self, dim_in: int, dim_out: int, *, kind: str = "rademacher", seed: int = 0,
-        s: int = 4, block: int = 8192,
+        self,
+        dim_in: int,
+        dim_out: int,
+        *,
+        kind: str = "rademacher",
+        seed: int = 0,
+        s: int = 4,
+        block: int = 8192,
     ) -> None:
         if kind not in ("rademacher", "sjlt"):
             raise ValueError(f"kind must be 'rademacher' or 'sjlt'; got {kind!r}")
@@ -276,7 +296,9 @@ def per_sample_grads(
             f"projector.dim_in={projector.dim_in} but the selected parameters have {p_total} entries"
         )
     if precondition is not None and tuple(precondition.shape) != (p_total,):
-        raise ValueError(f"precondition must have shape ({p_total},); got {tuple(precondition.shape)}")
+        raise ValueError(
+            f"precondition must have shape ({p_total},); got {tuple(precondition.shape)}"
+        )
     k = p_total if projector is None else projector.dim_out
     result = _open_out(out, (n, k))
     device = tensors[0].device
@@ -291,8 +313,10 @@ def per_sample_grads(
                 loss = loss_fn(model, sample)
                 grads = torch.autograd.grad(loss, tensors, allow_unused=True)
                 g[i - lo] = torch.cat(
-                    [(gr if gr is not None else torch.zeros_like(p)).reshape(-1).float()
-                     for gr, p in zip(grads, tensors)]
+                    [
+                        (gr if gr is not None else torch.zeros_like(p)).reshape(-1).float()
+                        for gr, p in zip(grads, tensors)
+                    ]
                 )
             if not bool(torch.isfinite(g).all()):
                 raise FloatingPointError(f"non-finite gradient among samples {lo}..{hi - 1}")
