@@ -66,7 +66,7 @@ def test_planted_signal_toy_dra_recovers_dims_and_beats_raw_cosine(toy):
 
 def test_leave_target_out_percentile_matches_brute_force():
     rng = np.random.default_rng(5)
-    z, zt = rng.normal(size=(40, 6)), [*rng.normal(size=(3, 6)), 2, 0, 0, 0, 0, 1]
+    z, zt = rng.normal(size=(40, 6)), rng.normal(size=(3, 6)) + np.array([2, 0, 0, 0, 0, 1])
     sel = select_dims_leave_target_out(z, zt, ks=(1, 2, 6))
     for ki, k in enumerate((1, 2, 6)):
         pct = []

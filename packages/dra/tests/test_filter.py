@@ -25,7 +25,14 @@ def test_dra_filter_removes_planted_unsafe_rows_from_a_dataset(
     )
     targets = {"prompt": [p for p, _ in UNSAFE[3:]], "response": [r for _, r in UNSAFE[3:]]}
     f = DRAFilter(
-        tiny_gpt2, char_tokenizer, targets, budget=3, representation=representation, proj_dim=256
+        tiny_gpt2,
+        char_tokenizer,
+        targets,
+        budget=3,
+        representation=representation,
+        params=lambda name: name.startswith("transformer.h.1."),  # last block: fast
+        proj_dim=256,
+        proj_kind="sjlt",
     )
     out = f(ds)
     assert isinstance(out, datasets.Dataset)
