@@ -33,7 +33,8 @@ Seeds are paired: every arm of a seed sees the same data, model and projection. 
 95% Student-t over seeds of the paired per-seed values.
 
     python benchmarks/reproduce.py --quick   # 3 seeds, N=600 (the committed reproduce.json)
-    python benchmarks/reproduce.py           # 5 seeds, N=1000
+    python benchmarks/reproduce.py --out benchmarks/reproduce_full.json  # 5 seeds, N=1000
+    python benchmarks/reproduce.py --table benchmarks/reproduce.json     # the README table
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -267,11 +268,59 @@ def run_seed(task, seed, n_train, epochs, retrain):
     return res
 
 
+def markdown_table(full):
+    """The README's results table, from the JSON this script writes."""
+    jb, gb = full["tasks"]["jailbreak"], full["tasks"]["gender_bias"]
+    fmt = lambda v: f"{v['mean']:.3f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"  # noqa: E731
+    out = [
+        f"| arm ({len(full['seeds'])} seeds, N = {full['n_train']}) | jailbreak AUPRC | jailbreak AP "
+        "| gender-bias AUPRC |",
+        "|---|---|---|---|",
+    ]
+    for arm in jb["summary"]:
+        out.append(
+            f"| {arm} | {fmt(jb['summary'][arm]['auprc'])} | {fmt(jb['summary'][arm]['ap'])} "
+            f"| {fmt(gb['summary'][arm]['auprc'])} |"
+        )
+    rnd = np.mean([r["random_auprc"] for r in jb["per_seed"]])
+    out.append(f"| random | {rnd:.3f} | | |")
+    out.append("")
+    out.append(
+        f"DRA-hidden / RepSim AUPRC, mean of per-seed ratios: jailbreak {fmt(jb['dra_hidden_over_repsim'])}, "
+        f"gender bias {fmt(gb['dra_hidden_over_repsim'])}; ratio of means (the JSON line's `ratio`): "
+        f"{full['ratio']:.3f}. DRA-grad / GradSim: jailbreak {fmt(jb['dra_grad_over_gradsim'])}."
+    )
+    c = jb["compliance"]
+    out.append("")
+    out.append(
+        "| retrained on | compliance on 100 held-out jailbreak prompts | injected samples removed |"
+    )
+    out.append("|---|---|---|")
+    n_inj = int(round(0.02 * full["n_train"]))
+    out.append(f"| full pool (no filtering) | {fmt(c['none'])} | 0 of {n_inj} |")
+    for arm in ("DRA-hidden", "RepSim", "oracle"):
+        out.append(
+            f"| pool minus top-{2 * n_inj} of {arm} | {fmt(c[arm])} "
+            f"| {c[arm + ' removed unsafe']['mean']:.1f} of {n_inj} |"
+        )
+    out.append("")
+    out.append(
+        f"Relative compliance reduction with DRA filtering: {fmt(jb['compliance_reduction_dra'])}."
+    )
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument(
+        "--table", metavar="JSON", help="print the README table of a results JSON and exit"
+    )
     args = ap.parse_args()
+    if args.table:
+        print(markdown_table(json.loads(Path(args.table).read_text())))
+        return
     torch.set_num_threads(1)  # 2 threads on 2 shared cores is ~10x slower
     torch.use_deterministic_algorithms(True)
     warnings.filterwarnings("ignore")
