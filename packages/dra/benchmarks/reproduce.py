@@ -271,7 +271,7 @@ def run_seed(task, seed, n_train, epochs, retrain):
 def markdown_table(full):
     """The README's results table, from the JSON this script writes."""
     jb, gb = full["tasks"]["jailbreak"], full["tasks"]["gender_bias"]
-    fmt = lambda v: f"{v['mean']:.3f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"  # noqa: E731
+    fmt = lambda v: f"{v['mean']:.3f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"
     out = [
         f"| arm ({len(full['seeds'])} seeds, N = {full['n_train']}) | jailbreak AUPRC | jailbreak AP "
         "| gender-bias AUPRC |",
@@ -296,7 +296,7 @@ def markdown_table(full):
         "| retrained on | compliance on 100 held-out jailbreak prompts | injected samples removed |"
     )
     out.append("|---|---|---|")
-    n_inj = int(round(0.02 * full["n_train"]))
+    n_inj = round(0.02 * full["n_train"])
     out.append(f"| full pool (no filtering) | {fmt(c['none'])} | 0 of {n_inj} |")
     for arm in ("DRA-hidden", "RepSim", "oracle"):
         out.append(
