@@ -35,9 +35,6 @@ def test_public_api_is_pinned():
 
 def test_public_api_needs_no_extra():
     """DRAFilter and DRAAttributor are duck-typed: datasets / dattri are never imported."""
-    import sys
-
-    assert "dattri" not in sys.modules or "dattri.task" in sys.modules  # only tests import it
     import importlib
 
     for mod in ("attribution", "dattri", "denoise", "filter", "metrics", "representations"):

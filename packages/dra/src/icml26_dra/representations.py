@@ -8,7 +8,8 @@
 * ``per_sample_grads``: the gradient of each sample's loss (mean next-token cross-entropy over
   its response tokens by default) w.r.t. all parameters, LoRA parameters only, or a chosen set;
   optionally projected by ``RandomProjector`` (Rademacher or sparse JL), computed one sample at a
-  time (memory O(parameters + chunk x proj_dim)) and streamed into a disk-backed ``.npy``
+  time (memory O(chunk_size x P) for the chunk of flat gradients before projection: use
+  ``chunk_size=1`` or LoRA parameters on large models) and streamed into a disk-backed ``.npy``
   (``numpy.lib.format.open_memmap``) when ``out`` is a path.
 
 Token-level weighting is not implemented: the paper's summary describes denoising on pooled
