@@ -43,7 +43,14 @@ def test_dra_without_denoising_is_repsim_and_k_all_keeps_every_dim():
     np.testing.assert_allclose(plain.score(), RepSim().fit(g[0], gt[0]).score())
     fixed = DRA(k=3).fit(g[0], gt[0])
     z = (gt[0] - g[0].mean(0)) / g[0].std(0)
-    assert set(fixed.dims_.tolist()) == set(np.argsort(-np.abs(z.mean(0)))[:3].tolist())
+    dims = np.argsort(-np.abs(z.mean(0)))[:3]
+    assert set(fixed.dims_.tolist()) == set(dims.tolist())
+    zs = ((g[0] - g[0].mean(0)) / g[0].std(0))[:, dims]  # (N, 3) denoised pool, kept dims
+    zt = z[:, dims]  # (M, 3)
+    want = [
+        np.mean([a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) for b in zt]) for a in zs
+    ]  # s_i = mean_t cos(z_i[S], z_t[S])
+    np.testing.assert_allclose(fixed.score(), want, rtol=1e-10)
 
 
 def test_filter_removes_the_top_budget_and_keeps_order():
