@@ -1,0 +1,112 @@
+import numpy as np
+import pytest
+from icml26_dra import DRA, Denoiser, RepSim, average_precision, select_dims_leave_target_out
+
+
+def _data(seed=0, n=300, d=16, m=6):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)) + 3.0, rng.normal(size=(m, d)) + 3.5
+
+
+@pytest.mark.parametrize("whiten", ["diag", "shrinkage", "none"])
+def test_constant_shift_invariance_after_centering(whiten):
+    h, t = _data()
+    c = np.random.default_rng(1).normal(size=h.shape[1]) * 50.0
+    a = DRA(whiten=whiten, k="auto").fit(h, t).score()
+    b = DRA(whiten=whiten, k="auto").fit(h + c, t + c).score()
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    # without centering the shift changes the scores (the identity is not vacuous)
+    raw = DRA(center=False, whiten="none", k="all")
+    assert not np.allclose(raw.fit(h, t).score(), raw.fit(h + c, t + c).score(), rtol=1e-3)
+
+
+def test_per_dimension_scale_invariance_after_diag_whitening():
+    h, t = _data()
+    s = np.exp(np.random.default_rng(2).normal(size=h.shape[1]) * 2.0)  # (d,) positive scales
+    a = DRA(whiten="diag").fit(h, t)
+    b = DRA(whiten="diag").fit(h * s, t * s)
+    np.testing.assert_allclose(a.score(), b.score(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(np.sort(a.dims_), np.sort(b.dims_))
+    unwhitened = DRA(whiten="none", k="all")
+    assert not np.allclose(
+        unwhitened.fit(h, t).score(), unwhitened.fit(h * s, t * s).score(), rtol=1e-3
+    )
+
+
+def test_full_whitening_is_invariant_to_any_invertible_linear_map():
+    h, t = _data(d=8)
+    a_map = np.random.default_rng(3).normal(size=(8, 8))  # invertible a.s.
+    den = dict(whiten="shrinkage", shrinkage=0.0, k="all")
+    np.testing.assert_allclose(
+        DRA(**den).fit(h, t).score(), DRA(**den).fit(h @ a_map, t @ a_map).score(), rtol=1e-7
+    )
+    z = Denoiser(whiten="shrinkage", shrinkage=0.0).fit_transform(h)
+    np.testing.assert_allclose(np.cov(z.T, bias=True), np.eye(8), atol=1e-8)  # whitened
+
+
+def test_diag_whitening_closed_form_and_constant_dims():
+    h = np.random.default_rng(4).normal(size=(50, 3)) * [1.0, 2.0, 0.0] + [1.0, -1.0, 7.0]
+    den = Denoiser(whiten="diag").fit(h)
+    z = den.transform(h)
+    np.testing.assert_allclose(z[:, :2], (h[:, :2] - h[:, :2].mean(0)) / h[:, :2].std(0))
+    np.testing.assert_array_equal(z[:, 2], 0.0)  # constant dim -> 0, not NaN
+
+
+def test_planted_signal_toy_dra_recovers_dims_and_beats_raw_cosine(toy):
+    h, t, y, sig = toy(seed=0)
+    dra = DRA().fit(h, t)
+    ap_dra = average_precision(dra.score(), y)
+    ap_raw = average_precision(RepSim().fit(h, t).score(), y)
+    assert set(sig) <= set(dra.dims_.tolist())  # every planted dim kept
+    assert set(dra.dims_[:8].tolist()) == set(sig)  # ... and ranked first
+    assert dra.selection_ is not None and dra.selection_.k <= 32
+    assert ap_dra >= 0.85, ap_dra
+    assert ap_raw <= 0.1, ap_raw
+
+
+def test_leave_target_out_percentile_matches_brute_force():
+    rng = np.random.default_rng(5)
+    z, zt = rng.normal(size=(40, 6)), rng.normal(size=(3, 6)) + np.array([2, 0, 0, 0, 0, 1])
+    sel = select_dims_leave_target_out(z, zt, ks=(1, 2, 6))
+    for ki, k in enumerate((1, 2, 6)):
+        pct = []
+        for ti in range(3):
+            rest = [zt[j] for j in range(3) if j != ti]
+            mu = np.abs(np.mean(rest, axis=0))
+            keep = sorted(range(6), key=lambda j: -mu[j])[:k]
+
+            def score(x, keep=keep, rest=rest):
+                xs = x[keep]
+                return np.mean(
+                    [xs @ r[keep] / (np.linalg.norm(xs) * np.linalg.norm(r[keep])) for r in rest]
+                )
+
+            held = score(zt[ti])
+            pct.append(np.mean([score(x) < held for x in z]))
+        assert sel.percentile[ki] == pytest.approx(np.mean(pct))
+    best = [k for k, p in zip((1, 2, 6), sel.percentile) if p >= sel.percentile.max() - 1e-12]
+    assert sel.k in best
+    top = np.argsort(-np.abs(zt.mean(0)), kind="stable")[: sel.k]
+    np.testing.assert_array_equal(sel.dims, top)
+
+
+def test_bad_input_is_rejected_with_the_argument_named():
+    h, t = _data()
+    with pytest.raises(ValueError, match="target_reps must be a non-empty"):
+        DRA().fit(h, t[:0])
+    with pytest.raises(ValueError, match="dimension 15 but train_reps has 16"):
+        DRA().fit(h, t[:, :15])
+    bad = h.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="train_reps has NaN"):
+        DRA().fit(bad, t)
+    with pytest.raises(ValueError, match="target_reps contains NaN"):
+        RepSim().fit(h, np.where(t > 100, t, np.nan))
+    with pytest.raises(ValueError, match="at least 2 targets"):
+        DRA(k="auto").fit(h, t[:1])
+    with pytest.raises(ValueError, match="budget must lie in"):
+        DRA().fit(h, t).filter(list(range(300)), 301)
+    with pytest.raises(ValueError, match="whiten must be one of"):
+        Denoiser(whiten="full")
+    with pytest.raises(ValueError, match="k=99 exceeds"):
+        DRA(k=99).fit(h, t)
