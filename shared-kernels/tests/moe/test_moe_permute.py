@@ -110,3 +110,19 @@ def test_bad_input_raises():
         permute(torch.randn(2, 4), perm, backend="torch")
     with pytest.raises(ValueError, match="gates must have shape"):
         unpermute(torch.randn(perm.num_rows, 4), perm, torch.ones(1, 3), backend="torch")
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_unpermute_with_distinct_gates_per_slot_is_the_brute_force_sum(backend):
+    # distinct gates per (token, slot) and distinct rows per buffer position: a swapped slot
+    # order or a gate applied to the wrong row changes the result
+    N, k, E, D = 13, 3, 5, 6
+    idx = _routing(N, k, E, seed=4)
+    perm = make_permutation(idx, E, 4)
+    gen = torch.Generator().manual_seed(5)
+    y = torch.randn(perm.num_rows, D, generator=gen)
+    g = torch.rand(N, k, generator=gen) + torch.arange(k) * 2.0
+    out = unpermute(y, perm, g, backend=backend)
+    for n in range(N):
+        expect = sum(g[n, j] * y[int(perm.dest[n, j])] for j in range(k))
+        torch.testing.assert_close(out[n], expect)

@@ -127,3 +127,44 @@ def test_bad_input_raises(args, kwargs, match):
 def test_bad_backend_raises():
     with pytest.raises(ValueError, match="prefer must be one of"):
         topk_router(torch.randn(4, 8), torch.randn(8, 6), k=2, backend="cuda")
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_ties_go_to_the_higher_expert_index(backend, device):
+    # integer-valued logits: many exact ties; the order is the paper's packed key
+    # (score desc, then expert index desc), checked by brute force on both paths
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randint(-2, 3, (2, 50, 4), generator=gen).float()
+    w = torch.randint(-1, 2, (2, 4, 12), generator=gen).float()
+    b = torch.randint(-1, 2, (2, 12), generator=gen).float()
+    idx, _ = topk_router(x.to(device), w.to(device), b.to(device), k=3, backend=backend)
+    scores = (x @ w + b[:, None, :]).tolist()
+    ties = 0
+    for g in range(2):
+        for n in range(50):
+            s = scores[g][n]
+            best = sorted(range(12), key=lambda e: (-s[e], -e))[:3]
+            assert idx[g, n].tolist() == best
+            ties += len(set(s)) < 12
+    assert ties > 40  # the case really has ties
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_logits_raise(backend, bad, device):
+    x, w, b = _inputs(1, 9, 8, 20, device, seed=4)
+    x[0, 3, 2] = bad
+    with pytest.raises(ValueError, match="router logits x·weight are not finite"):
+        topk_router(x, w, b, k=2, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_half_precision_inputs_and_autocast_route_in_fp32(backend, device):
+    x, w, b = _inputs(2, 16, 16, 24, device, seed=5)
+    xh = x.bfloat16()
+    ridx, rgates = topk_router_ref(xh.float(), w, b, 3)  # fp32 routing of the bf16 tokens
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        idx, gates = topk_router(xh, w, b, k=3, backend=backend)
+    assert gates.dtype == torch.float32
+    assert torch.equal(idx, ridx)
+    torch.testing.assert_close(gates, rgates, rtol=1e-5, atol=1e-6)  # bf16 logits: ~1e-2 off

@@ -35,12 +35,13 @@ from icml26_kernels.moe import (
 )
 from torch import nn
 
+from ._precision import KeepRouterFP32
 from .comm import all_to_all
 
 __all__ = ["MoE", "moe_ref"]
 
 
-class MoE(nn.Module):
+class MoE(KeepRouterFP32):
     """Top-k MoE of GELU MLP experts, (..., d_model) -> (..., d_model), optionally expert-parallel.
 
     Args:
@@ -58,6 +59,9 @@ class MoE(nn.Module):
 
     router_bias: torch.Tensor  # buffer (E,)
     expert_load: torch.Tensor  # buffer (E,) long, tokens routed since the last bias update
+
+    #: kept in fp32 (or fp64) whatever dtype the module is cast to
+    FP32: tuple[str, ...] = ("router", "router_bias")
 
     def __init__(
         self,
@@ -87,6 +91,11 @@ class MoE(nn.Module):
                 raise ValueError(f"{name} must be a positive int; got {v!r}")
         if top_k > num_experts:
             raise ValueError(f"top_k must be <= num_experts={num_experts}; got {top_k}")
+        if top_k < 2 and not (aux_loss_coef or z_loss_coef):
+            raise ValueError(
+                f"top_k must be >= 2 (or set aux_loss_coef / z_loss_coef): with k = 1 the gate "
+                f"softmax(one logit) is constantly 1 and the router gets no gradient; got {top_k}"
+            )
         self.world_size = 1 if process_group is None else dist.get_world_size(process_group)
         self.rank = 0 if process_group is None else dist.get_rank(process_group)
         if num_experts % self.world_size:
@@ -132,7 +141,7 @@ class MoE(nn.Module):
             self.expert_load += expert_load(idx.detach(), self.num_experts)
             self.aux_loss = None
             if self.aux_loss_coef or self.z_loss_coef:
-                logits = xs @ self.router  # (N, E): the balancing losses need them all
+                logits = xs.to(self.router.dtype) @ self.router  # (N, E): the losses need all
                 self.aux_loss = self.aux_loss_coef * switch_aux_loss(
                     logits, idx
                 ) + self.z_loss_coef * router_z_loss(logits)
