@@ -69,7 +69,8 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         router_init_std: std of the routers if not ``init_std``. With W_in ~ N(0, 0.02) the
             sub-tokens are small in narrow models and 0.02 gives near-constant logits; a
             larger value (e.g. 1/sqrt(head_dim)) restores token-dependent routing there.
-        num_layers: depth of the model; W_out and W2 use init_std / sqrt(2·num_layers).
+        num_layers: depth of the model; W_out uses init_std / sqrt(2·num_layers). W2 (the
+            experts' V) uses init_std like W1, as the official code does (0.02 for K and V).
         process_group: a ``torch.distributed`` group for Head Parallel, or None (single rank).
         replica_group: the ranks that hold the *same* heads (the data-parallel group of an
             HP × DP mesh, :func:`icml26_latentmoe.parallel.hp_dp_groups`), or None. Expert loads
@@ -147,7 +148,7 @@ class MultiHeadLatentMoE(KeepRouterFP32):
             (torch.randn(H, E, dh, m) * init_std)[own].clone()
         )  # (H_l, E, d_h, m)
         self.w2 = nn.Parameter(
-            (torch.randn(H, E, m, dh) * out_std)[own].clone()
+            (torch.randn(H, E, m, dh) * init_std)[own].clone()
         )  # (H_l, E, m, d_h)
         self.w_out = nn.Parameter(torch.randn(H * dh, d_model) * out_std)  # (H·d_h, d)
         self.register_buffer("router_bias", torch.zeros(self.local_heads, E))  # b, (H_l, E)
