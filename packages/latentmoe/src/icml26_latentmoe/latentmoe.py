@@ -31,6 +31,7 @@ import math
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from icml26_kernels import select_backend
 from icml26_kernels.moe import (
     aux_free_bias_update,
     expert_load,
@@ -64,7 +65,8 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         num_experts: E experts per head.
         top_k: k experts per head and sub-token.
         expert_size: m, hidden width of each expert MLP.
-        block_size: rows per expert block in the permuted buffer (a multiple of 16 for Triton).
+        block_size: rows per expert block in the permuted buffer (a multiple of 16 for Triton);
+            None: 64 on the Triton path (the tensor-core row tile), 16 on the torch path.
         init_std: std of W_in, the routers and W1 (0.02 as in the paper's code).
         router_init_std: std of the routers if not ``init_std``. With W_in ~ N(0, 0.02) the
             sub-tokens are small in narrow models and 0.02 gives near-constant logits; a
@@ -102,7 +104,7 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         top_k: int,
         expert_size: int,
         *,
-        block_size: int = 16,
+        block_size: int | None = None,
         init_std: float = 0.02,
         router_init_std: float | None = None,
         num_layers: int = 1,
@@ -119,7 +121,6 @@ class MultiHeadLatentMoE(KeepRouterFP32):
             ("num_experts", num_experts),
             ("top_k", top_k),
             ("expert_size", expert_size),
-            ("block_size", block_size),
             ("num_layers", num_layers),
         ]:
             _positive_int(name, v)
@@ -133,6 +134,8 @@ class MultiHeadLatentMoE(KeepRouterFP32):
             )
         self.d_model, self.num_heads, self.head_dim = d_model, num_heads, head_dim
         self.num_experts, self.top_k, self.expert_size = num_experts, top_k, expert_size
+        if block_size is not None:
+            _positive_int("block_size", block_size)
         self.block_size, self.backend, self.process_group = block_size, backend, process_group
         self.replica_group, self.check_token_counts = replica_group, check_token_counts
         self.world_size, self.rank, self.local_heads = head_parallel.head_groups(
@@ -155,6 +158,12 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         self.register_buffer(
             "expert_load", torch.zeros(self.local_heads, E, dtype=torch.long), persistent=False
         )
+
+    def _block_size(self, device: torch.device) -> int:
+        """Rows per expert block: 64 (a tensor-core tile) for the Triton kernels, 16 otherwise."""
+        if self.block_size is not None:
+            return self.block_size
+        return 16 if select_backend(device, prefer=self.backend).backend == "torch" else 64
 
     def extra_repr(self) -> str:
         return (
@@ -191,7 +200,7 @@ class MultiHeadLatentMoE(KeepRouterFP32):
             self.expert_load += expert_load(idx.detach(), E)
         # head h's experts are global experts h·E … h·E + E − 1 of one grouped MLP
         gidx = idx + torch.arange(hl, device=idx.device)[:, None, None] * E  # (H_l, N', k)
-        perm = make_permutation(gidx.reshape(hl * n, k), hl * E, self.block_size)
+        perm = make_permutation(gidx.reshape(hl * n, k), hl * E, self._block_size(zl.device))
         rows = zl.reshape(hl * n, dh)  # (H_l·N', d_h)
         xp = permute(rows, perm, backend=self.backend)  # (P, d_h)
         w1 = self.w1.reshape(hl * E, dh, self.expert_size)

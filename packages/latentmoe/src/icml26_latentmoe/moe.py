@@ -22,6 +22,7 @@ import math
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from icml26_kernels import select_backend
 from icml26_kernels.moe import (
     aux_free_bias_update,
     expert_load,
@@ -49,7 +50,7 @@ class MoE(KeepRouterFP32):
         num_experts: E (divisible by the EP world size).
         top_k: k experts per token.
         expert_size: m, hidden width of each expert.
-        block_size: rows per expert block in the permuted buffer.
+        block_size: rows per expert block in the permuted buffer; None: 64 (Triton) or 16 (torch).
         aux_loss_coef: weight of the Switch load-balancing loss (0 disables it).
         z_loss_coef: weight of the router z-loss (0 disables it).
         init_std, num_layers: as in :class:`MultiHeadLatentMoE`.
@@ -70,7 +71,7 @@ class MoE(KeepRouterFP32):
         top_k: int,
         expert_size: int,
         *,
-        block_size: int = 16,
+        block_size: int | None = None,
         aux_loss_coef: float = 0.0,
         z_loss_coef: float = 0.0,
         init_std: float = 0.02,
@@ -84,7 +85,6 @@ class MoE(KeepRouterFP32):
             ("num_experts", num_experts),
             ("top_k", top_k),
             ("expert_size", expert_size),
-            ("block_size", block_size),
             ("num_layers", num_layers),
         ]:
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -109,6 +109,9 @@ class MoE(KeepRouterFP32):
             expert_size,
         )
         self.local_experts = num_experts // self.world_size
+        if block_size is not None:
+            if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
+                raise ValueError(f"block_size must be a positive int or None; got {block_size!r}")
         self.block_size, self.backend, self.process_group = block_size, backend, process_group
         self.aux_loss_coef, self.z_loss_coef = aux_loss_coef, z_loss_coef
         own = slice(self.rank * self.local_experts, (self.rank + 1) * self.local_experts)
@@ -120,6 +123,12 @@ class MoE(KeepRouterFP32):
         self.register_buffer("router_bias", torch.zeros(E))
         self.register_buffer("expert_load", torch.zeros(E, dtype=torch.long), persistent=False)
         self.aux_loss: torch.Tensor | None = None
+
+    def _block_size(self, device: torch.device) -> int:
+        """Rows per expert block: 64 (a tensor-core tile) for the Triton kernels, 16 otherwise."""
+        if self.block_size is not None:
+            return self.block_size
+        return 16 if select_backend(device, prefer=self.backend).backend == "torch" else 64
 
     def extra_repr(self) -> str:
         return (
@@ -146,7 +155,7 @@ class MoE(KeepRouterFP32):
                     logits, idx
                 ) + self.z_loss_coef * router_z_loss(logits)
         if self.process_group is None:
-            perm = make_permutation(idx, self.num_experts, self.block_size)
+            perm = make_permutation(idx, self.num_experts, self._block_size(xs.device))
             yp = grouped_mlp(
                 permute(xs, perm, backend=self.backend),
                 self.w1,
@@ -178,7 +187,7 @@ class MoE(KeepRouterFP32):
         local_e = torch.repeat_interleave(
             torch.arange(El, device=xs.device).repeat(W), recv_counts.reshape(-1)
         )
-        perm = make_permutation(local_e[:, None], El, self.block_size)
+        perm = make_permutation(local_e[:, None], El, self._block_size(xs.device))
         yp = grouped_mlp(
             permute(recv, perm, backend=self.backend), self.w1, self.w2, perm, backend=self.backend
         )
