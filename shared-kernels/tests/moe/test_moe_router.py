@@ -168,3 +168,20 @@ def test_half_precision_inputs_and_autocast_route_in_fp32(backend, device):
     assert gates.dtype == torch.float32
     assert torch.equal(idx, ridx)
     torch.testing.assert_close(gates, rgates, rtol=1e-5, atol=1e-6)  # bf16 logits: ~1e-2 off
+
+
+def test_triton_reads_a_transposed_half_precision_view_in_place(device):
+    # the layers hand the router (H, N, d_h) views of (N, H, d_h) activations: strides, not copies
+    x, w, b = _inputs(3, 20, 16, 24, device, seed=8)
+    xt = x.transpose(0, 1).contiguous().half().transpose(0, 1)  # (G, N, D) view, non-contiguous
+    assert not xt.is_contiguous()
+    xr = xt.detach().clone().requires_grad_()
+    idx, gates = topk_router(xt.requires_grad_(), w, b, k=3, backend="triton")
+    ridx, rgates = topk_router_ref(xr, w, b, 3)
+    assert torch.equal(idx, ridx)
+    torch.testing.assert_close(gates, rgates, rtol=1e-5, atol=1e-6)
+    dg = torch.randn_like(gates)
+    (gx,) = torch.autograd.grad((gates * dg).sum(), xt)
+    (rx,) = torch.autograd.grad((rgates * dg).sum(), xr)
+    assert gx.dtype == torch.float16
+    torch.testing.assert_close(gx.float(), rx.float(), rtol=1e-2, atol=1e-3)

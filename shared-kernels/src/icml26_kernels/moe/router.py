@@ -130,7 +130,7 @@ if triton_installed():
 
     @triton.jit
     def _router_fwd_kernel(
-        X,  # (G, N, D) tokens, fp32
+        X,  # (G, N, D) tokens, any float dtype, any strides (upcast to fp32 in registers)
         W,  # (G, D, E) router weights, fp32
         Bias,  # (G, E) selection bias, fp32 (unused when HAS_BIAS is False)
         Idx,  # (G, N, K) out: selected experts, int32
@@ -138,6 +138,9 @@ if triton_installed():
         N,
         D,
         E,
+        sxg,  # x strides (group, token, feature): a transposed view is read in place
+        sxn,
+        sxd,
         HAS_BIAS: tl.constexpr,
         K: tl.constexpr,
         K_PAD: tl.constexpr,  # next power of two >= K
@@ -164,10 +167,10 @@ if triton_installed():
                 dcols = d0 + tl.arange(0, BLOCK_D)
                 d_ok = dcols < D
                 x = tl.load(
-                    X + g * N * D + rows[:, None] * D + dcols[None, :],
+                    X + g * sxg + rows[:, None] * sxn + dcols[None, :] * sxd,
                     mask=row_ok[:, None] & d_ok[None, :],
                     other=0.0,
-                )
+                ).to(tl.float32)
                 w = tl.load(
                     W + g * D * E + dcols[:, None] * E + ecols[None, :],
                     mask=d_ok[:, None] & e_ok[None, :],
@@ -218,7 +221,7 @@ if triton_installed():
 
     @triton.jit
     def _router_bwd_kernel(
-        X,  # (G, N, D) tokens, fp32
+        X,  # (G, N, D) tokens, any float dtype, any strides
         W,  # (G, D, E) router weights, fp32
         Idx,  # (G, N, K) selected experts, int32
         Gates,  # (G, N, K) gates from the forward, fp32
@@ -228,6 +231,9 @@ if triton_installed():
         N,
         D,
         E,
+        sxg,
+        sxn,
+        sxd,
         K: tl.constexpr,
         K_PAD: tl.constexpr,
         BLOCK_N: tl.constexpr,
@@ -246,7 +252,9 @@ if triton_installed():
         for d0 in range(0, D, BLOCK_D):
             dcols = d0 + tl.arange(0, BLOCK_D)
             m2 = row_ok[:, None] & (dcols[None, :] < D)
-            x = tl.load(X + g * N * D + rows[:, None] * D + dcols[None, :], mask=m2, other=0.0)
+            x = tl.load(
+                X + g * sxg + rows[:, None] * sxn + dcols[None, :] * sxd, mask=m2, other=0.0
+            ).to(tl.float32)
             dx = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
             for j in tl.static_range(K):
                 e_j = tl.load(Idx + kbase + j, mask=row_ok, other=0)
@@ -283,6 +291,7 @@ def _router_fwd_triton(x3, w3, b2, k):
         N,
         D,
         E,
+        *x3.stride(),
         HAS_BIAS=b2 is not None,
         K=k,
         K_PAD=k_pad,
@@ -297,7 +306,7 @@ def _router_bwd_triton(x3, w3, idx, gates, dgates):
     G, N, D = x3.shape
     E = w3.shape[2]
     k = idx.shape[2]
-    dx = torch.empty_like(x3)
+    dx = torch.empty((G, N, D), dtype=torch.float32, device=x3.device)
     dw = torch.zeros_like(w3)
     block_n = 16
     block_d = max(16, min(64, _next_pow2(D)))
@@ -313,6 +322,7 @@ def _router_bwd_triton(x3, w3, idx, gates, dgates):
         N,
         D,
         E,
+        *x3.stride(),
         K=k,
         K_PAD=_next_pow2(k),
         BLOCK_N=block_n,
@@ -324,8 +334,8 @@ def _router_bwd_triton(x3, w3, idx, gates, dgates):
 class _FusedRouter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x3, w3, b2, k):
-        xf = x3.detach().float().contiguous()
-        wf = w3.detach().float().contiguous()
+        xf = x3.detach()  # read in place by the kernel (strides, upcast in registers): no copy
+        wf = w3.detach().float().contiguous()  # the fp32 router weights: no copy
         bf = None if b2 is None else b2.detach().float().contiguous()
         idx, gates = _router_fwd_triton(xf, wf, bf, k)
         if bool((idx < 0).any()):
