@@ -202,3 +202,16 @@ def test_router_init_std_sets_only_the_router_scale():
     assert abs(b.router.std().item() - 0.25) < 2e-2
     torch.testing.assert_close(b.router, a.router * (0.25 / 0.02))  # same draw, rescaled
     torch.testing.assert_close(a.w1, b.w1)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_load_counted_once_under_activation_checkpointing(reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    x = torch.randn(10, 16, requires_grad=True)
+    for layer in (_layer(2), L.MoE(16, 6, 2, 12, backend="torch")):
+        layer.train()
+        y = checkpoint(layer, x, use_reentrant=reentrant)  # the forward runs again in backward
+        y.square().sum().backward()
+        heads = layer.expert_load.numel() // 6  # 4 for the multi-head layer, 1 for the MoE
+        assert int(layer.expert_load.sum()) == heads * 10 * 2  # N·k per head, not twice that

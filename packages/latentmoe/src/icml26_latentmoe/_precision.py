@@ -28,3 +28,9 @@ class KeepRouterFP32(nn.Module):
                 else:
                     setattr(self, name, fixed)  # a registered buffer: replaced in _buffers
         return out
+
+
+def recomputing() -> bool:
+    """True while autograd runs a backward pass, e.g. when activation checkpointing replays a
+    forward: load statistics must not be counted a second time then."""
+    return torch._C._current_graph_task_id() != -1

@@ -44,7 +44,7 @@ from icml26_kernels.moe import (
 from torch import nn
 
 from . import head_parallel
-from ._precision import KeepRouterFP32
+from ._precision import KeepRouterFP32, recomputing
 
 __all__ = ["MultiHeadLatentMoE", "mh_latent_moe_ref"]
 
@@ -196,7 +196,7 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         idx, gates = topk_router(
             zl, self.router, self.router_bias, k=k, backend=self.backend
         )  # (H_l, N', k)
-        if self.training:
+        if self.training and not recomputing():  # count once under checkpointing
             self.expert_load += expert_load(idx.detach(), E)
         # head h's experts are global experts h·E … h·E + E − 1 of one grouped MLP
         gidx = idx + torch.arange(hl, device=idx.device)[:, None, None] * E  # (H_l, N', k)

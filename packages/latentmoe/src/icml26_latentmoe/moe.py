@@ -36,7 +36,7 @@ from icml26_kernels.moe import (
 )
 from torch import nn
 
-from ._precision import KeepRouterFP32
+from ._precision import KeepRouterFP32, recomputing
 from .comm import all_to_all
 
 __all__ = ["MoE", "moe_ref"]
@@ -147,7 +147,8 @@ class MoE(KeepRouterFP32):
         )
         gates = gates.to(xs.dtype)
         if self.training:
-            self.expert_load += expert_load(idx.detach(), self.num_experts)
+            if not recomputing():  # count once under activation checkpointing
+                self.expert_load += expert_load(idx.detach(), self.num_experts)
             self.aux_loss = None
             if self.aux_loss_coef or self.z_loss_coef:
                 logits = xs.to(self.router.dtype) @ self.router  # (N, E): the losses need all
