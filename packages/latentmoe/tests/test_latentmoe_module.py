@@ -215,3 +215,18 @@ def test_load_counted_once_under_activation_checkpointing(reentrant):
         y.square().sum().backward()
         heads = layer.expert_load.numel() // 6  # 4 for the multi-head layer, 1 for the MoE
         assert int(layer.expert_load.sum()) == heads * 10 * 2  # N·k per head, not twice that
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_static_capacity_gives_the_same_layer(backend):
+    x = torch.randn(9, 16)
+    dy = torch.randn(9, 16)
+    res = []
+    for static in (False, True):
+        m = _layer(3, backend=backend, static_capacity=static)
+        m.router_bias.copy_(torch.linspace(-1, 1, 24).view(4, 6))
+        xr = x.clone().requires_grad_()
+        (m(xr) * dy).sum().backward()
+        res.append([xr.grad, m.w1.grad, m.w2.grad, m.router.grad, m.expert_load.float()])
+    for a, b in zip(*res):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

@@ -126,3 +126,23 @@ def test_unpermute_with_distinct_gates_per_slot_is_the_brute_force_sum(backend):
     for n in range(N):
         expect = sum(g[n, j] * y[int(perm.dest[n, j])] for j in range(k))
         torch.testing.assert_close(out[n], expect)
+
+
+def test_static_capacity_reads_nothing_back_and_matches_the_exact_buffer():
+    from icml26_kernels.moe import max_rows
+
+    N, k, E, bs = 30, 3, 7, 8
+    idx = _routing(N, k, E, seed=6)
+    cap = max_rows(N * k, E, bs)
+    assert cap == (N * k + E * (bs - 1)) // bs * bs
+    # on the meta device every value is unknown: any read-back (a host sync) would raise
+    meta = make_permutation(idx.to("meta"), E, bs, num_rows=cap)
+    assert meta.num_rows == cap and meta.block_expert.shape == (cap // bs,)
+    exact = make_permutation(idx, E, bs)
+    static = make_permutation(idx, E, bs, num_rows=cap)
+    assert torch.equal(static.dest, exact.dest) and torch.equal(static.offsets, exact.offsets)
+    assert torch.equal(static.src_token[: exact.num_rows], exact.src_token)
+    assert torch.all(static.src_token[exact.num_rows :] == -1)
+    assert torch.equal(static.block_expert[: exact.num_rows // bs], exact.block_expert)
+    with pytest.raises(ValueError, match="num_rows must be a multiple"):
+        make_permutation(idx, E, bs, num_rows=cap - bs)

@@ -34,9 +34,9 @@ import torch.nn.functional as F
 from icml26_kernels import select_backend
 from icml26_kernels.moe import (
     aux_free_bias_update,
-    expert_load,
     grouped_mlp,
     make_permutation,
+    max_rows,
     permute,
     topk_router,
     unpermute,
@@ -80,6 +80,10 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         check_token_counts: under HP, check once per forward (one tiny all-reduce) that every
             rank feeds the same number of tokens; unequal counts otherwise fail inside the
             all-to-all (gloo) or hang (NCCL). Turn off once the input pipeline is trusted.
+        static_capacity: size the permuted buffer by its bound P_max = N·k + E·(bs − 1) instead
+            of the routing's exact size, and skip the per-call index / finiteness checks: the
+            expert path then reads nothing back from the device (no host sync; non-finite
+            router logits give NaN outputs instead of a ValueError).
         backend: ``"auto" | "triton" | "torch"`` for the kernels.
 
     Initialization draws the full (all-head) tensors from torch's RNG and keeps this rank's
@@ -111,6 +115,7 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         process_group: dist.ProcessGroup | None = None,
         replica_group: dist.ProcessGroup | None = None,
         check_token_counts: bool = True,
+        static_capacity: bool = False,
         backend: str = "auto",
     ) -> None:
         super().__init__()
@@ -138,6 +143,7 @@ class MultiHeadLatentMoE(KeepRouterFP32):
             _positive_int("block_size", block_size)
         self.block_size, self.backend, self.process_group = block_size, backend, process_group
         self.replica_group, self.check_token_counts = replica_group, check_token_counts
+        self.static_capacity = bool(static_capacity)
         self.world_size, self.rank, self.local_heads = head_parallel.head_groups(
             num_heads, process_group
         )
@@ -194,13 +200,22 @@ class MultiHeadLatentMoE(KeepRouterFP32):
         hl, n, dh = zl.shape
         E, k = self.num_experts, self.top_k
         idx, gates = topk_router(
-            zl, self.router, self.router_bias, k=k, backend=self.backend
+            zl,
+            self.router,
+            self.router_bias,
+            k=k,
+            backend=self.backend,
+            check_finite=not self.static_capacity,
         )  # (H_l, N', k)
-        if self.training and not recomputing():  # count once under checkpointing
-            self.expert_load += expert_load(idx.detach(), E)
+        if self.static_capacity:
+            idx = idx.clamp(0, E - 1)  # a non-finite row (-1) stays in bounds; its gates are NaN
         # head h's experts are global experts h·E … h·E + E − 1 of one grouped MLP
         gidx = idx + torch.arange(hl, device=idx.device)[:, None, None] * E  # (H_l, N', k)
-        perm = make_permutation(gidx.reshape(hl * n, k), hl * E, self._block_size(zl.device))
+        bs = self._block_size(zl.device)
+        cap = max_rows(hl * n * k, hl * E, bs) if self.static_capacity else None
+        perm = make_permutation(gidx.reshape(hl * n, k), hl * E, bs, num_rows=cap)
+        if self.training and not recomputing():  # count once under activation checkpointing
+            self.expert_load += perm.counts.view(hl, E)  # sub-tokens per (head, expert)
         rows = zl.reshape(hl * n, dh)  # (H_l·N', d_h)
         xp = permute(rows, perm, backend=self.backend)  # (P, d_h)
         w1 = self.w1.reshape(hl * E, dh, self.expert_size)

@@ -66,6 +66,7 @@ def grouped_mlp_ref(
     """Per-expert loop over the segments: y[seg_e] = gelu(x[seg_e] W1[e]) W2[e]. (P, D_out)."""
     _check(x, w1, w2, perm)
     sizes = (perm.offsets[1:] - perm.offsets[:-1]).tolist()  # padded segment lengths, (E,)
+    sizes[-1] += perm.num_rows - sum(sizes)  # a static-capacity tail is the last expert's padding
     # split / unbind (not slicing in a loop) keep the backward linear in P and E
     segs = x.split(sizes, dim=0)
     outs = [F.gelu(seg @ a) @ b for seg, a, b in zip(segs, w1.unbind(0), w2.unbind(0))]

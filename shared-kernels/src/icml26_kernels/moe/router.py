@@ -43,7 +43,12 @@ __all__ = ["topk_router", "topk_router_ref"]
 # torch reference
 # --------------------------------------------------------------------------------------------
 def topk_router_ref(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    k: int,
+    *,
+    check_finite: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Reference router: materializes the logits. Returns (indices int64, gates), both (..., N, k).
 
@@ -54,7 +59,8 @@ def topk_router_ref(
     dt = _router_dtype(x3, w3)
     with torch.autocast(device_type=x3.device.type, enabled=False):
         logits = torch.matmul(x3.to(dt), w3.to(dt))  # (G, N, E)
-    _check_finite(logits)
+    if check_finite:
+        _check_finite(logits)
     scores = logits if b2 is None else logits + b2[:, None, :].to(dt)
     idx = _topk_high_index_ties(scores, k)  # (G, N, k)
     gates = torch.softmax(torch.gather(logits, -1, idx), dim=-1)  # (G, N, k)
@@ -333,12 +339,12 @@ def _router_bwd_triton(x3, w3, idx, gates, dgates):
 
 class _FusedRouter(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x3, w3, b2, k):
+    def forward(ctx, x3, w3, b2, k, check_finite):
         xf = x3.detach()  # read in place by the kernel (strides, upcast in registers): no copy
         wf = w3.detach().float().contiguous()  # the fp32 router weights: no copy
         bf = None if b2 is None else b2.detach().float().contiguous()
         idx, gates = _router_fwd_triton(xf, wf, bf, k)
-        if bool((idx < 0).any()):
+        if check_finite and bool((idx < 0).any()):  # the kernel flags non-finite rows with -1
             _check_finite(torch.tensor(float("nan")))
         ctx.save_for_backward(xf, wf, idx, gates)
         ctx.dtypes = (x3.dtype, w3.dtype)
@@ -349,9 +355,9 @@ class _FusedRouter(torch.autograd.Function):
     def backward(ctx, _didx, dgates):
         xf, wf, idx, gates = ctx.saved_tensors
         if dgates is None:
-            return None, None, None, None
+            return None, None, None, None, None
         dx, dw = _router_bwd_triton(xf, wf, idx, gates, dgates.float().contiguous())
-        return dx.to(ctx.dtypes[0]), dw.to(ctx.dtypes[1]), None, None
+        return dx.to(ctx.dtypes[0]), dw.to(ctx.dtypes[1]), None, None, None
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,6 +370,7 @@ def topk_router(
     *,
     k: int,
     backend: str = "auto",
+    check_finite: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k routing with the aux-loss-free selection bias; differentiable in ``x`` and ``weight``.
 
@@ -375,6 +382,9 @@ def topk_router(
         k: experts per token.
         backend: ``"auto"``, ``"triton"`` or ``"torch"``, passed to
             :func:`icml26_kernels.select_backend` as ``prefer``.
+        check_finite: raise ``ValueError`` on NaN / inf logits (one device-to-host read).
+            With False nothing is read back: a non-finite row gets index -1 (Triton) or an
+            arbitrary expert (torch) and NaN gates, so the NaN reaches the loss.
 
     Returns:
         ``(indices, gates)``: int64 expert ids and gates = softmax over the k clean logits, each
@@ -383,9 +393,9 @@ def topk_router(
     x3, w3, b2, squeeze = _normalize(x, weight, bias, k)
     choice = select_backend(x.device, prefer=backend)
     if choice.backend == "torch":
-        idx, gates = topk_router_ref(x3, w3, b2, k)
+        idx, gates = topk_router_ref(x3, w3, b2, k, check_finite=check_finite)
     else:
-        idx, gates = _FusedRouter.apply(x3, w3, b2, k)
+        idx, gates = _FusedRouter.apply(x3, w3, b2, k, check_finite)
         idx = idx.long()
     if squeeze:
         return idx[0], gates[0]
