@@ -198,14 +198,19 @@ def _check_hp_dp(rank, world):
     heads = slice(hp_rank * hl, (hp_rank + 1) * hl)
     mine = slice(rank * N, (rank + 1) * N)
     x, dy, bias = _data(world, seed=99)
-    for mode in ("ddp", "manual"):
+    for mode in ("ddp", "fsdp2", "manual"):
         torch.manual_seed(7)
         ref = _Net()
         torch.manual_seed(7)
         net = _Net(process_group=hp_group, replica_group=dp_group)
         ref.moe.router_bias.copy_(bias)
         net.moe.router_bias.copy_(bias[heads])
-        model = P.data_parallel(net, mesh) if mode == "ddp" else net
+        if mode == "ddp":
+            model = P.data_parallel(net, mesh)
+        elif mode == "fsdp2":
+            model = P.fully_shard_hp(net, mesh)  # shared weights become DP-sharded DTensors
+        else:
+            model = net
         # DDP must not have overwritten this rank's heads with rank 0's
         _close(net.moe.router.detach(), ref.moe.router[heads].detach(), f"{mode} init router")
         _close(net.moe.router_bias, ref.moe.router_bias[heads], f"{mode} init bias")
@@ -221,7 +226,7 @@ def _check_hp_dp(rank, world):
             opt.zero_grad()
             loss = (model(x[mine]) * dy[mine]).sum(-1).mean()
             loss.backward()
-            if mode == "ddp":
+            if mode in ("ddp", "fsdp2"):
                 P.sync_head_local_grads(net, mesh)
             else:
                 P.all_reduce_grads(net, mesh)
@@ -231,7 +236,8 @@ def _check_hp_dp(rank, world):
                 want = dict(ref.named_parameters())[name]
                 if name.startswith("moe.") and name.split(".")[1] in net.moe.HEAD_LOCAL:
                     want = want[heads]
-                _close(p.detach(), want.detach(), f"{mode} {name} after SGD step {_step}")
+                got = p.detach().full_tensor() if hasattr(p, "full_tensor") else p.detach()
+                _close(got, want.detach(), f"{mode} {name} after SGD step {_step}")
             _close(net.moe.router_bias, ref.moe.router_bias[heads], f"{mode} bias step {_step}")
     assert set(P.head_local_names(net)) == {f"moe.{n}" for n in net.moe.HEAD_LOCAL}
 

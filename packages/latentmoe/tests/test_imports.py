@@ -17,6 +17,7 @@ EXPECTED_ALL = [
     "ep_bytes_formula",
     "ep_bytes_from_routing",
     "evaluate_bpb",
+    "fully_shard_hp",
     "head_local_names",
     "hp_bytes_formula",
     "hp_dp_groups",

@@ -16,6 +16,7 @@ from .moe import MoE, moe_ref
 from .parallel import (
     all_reduce_grads,
     data_parallel,
+    fully_shard_hp,
     head_local_names,
     hp_dp_groups,
     hp_dp_mesh,
@@ -41,6 +42,7 @@ __all__ = [
     "ep_bytes_formula",
     "ep_bytes_from_routing",
     "evaluate_bpb",
+    "fully_shard_hp",
     "head_local_names",
     "hp_bytes_formula",
     "hp_dp_groups",

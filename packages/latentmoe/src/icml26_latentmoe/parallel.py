@@ -25,7 +25,13 @@ DDP: :func:`data_parallel` wraps the model in ``DistributedDataParallel`` over t
 and tells DDP to ignore the head-local parameters and buffers (DDP would otherwise broadcast
 rank 0's heads over every rank at construction and average different heads' gradients);
 :func:`sync_head_local_grads` then finishes the head-local gradients after ``backward()``.
-Without DDP, :func:`all_reduce_grads` does both kinds. FSDP2 is not wired up here.
+Without DDP, :func:`all_reduce_grads` does both kinds.
+
+FSDP2: :func:`fully_shard_hp` applies ``torch.distributed.fsdp.fully_shard`` in HSDP form over
+the same ranks: shared parameters sharded over the DP group and replicated over the HP group
+(gradients reduced over all W ranks, divided by W, as DDP does); head-local parameters are
+``ignored_params`` (their heads differ across the HP group, so they must not be sharded or
+reduced there) and are finished by :func:`sync_head_local_grads`, as with DDP.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from .latentmoe import MultiHeadLatentMoE
@@ -41,6 +48,7 @@ from .latentmoe import MultiHeadLatentMoE
 __all__ = [
     "all_reduce_grads",
     "data_parallel",
+    "fully_shard_hp",
     "head_local_names",
     "hp_dp_groups",
     "hp_dp_mesh",
@@ -101,6 +109,24 @@ def data_parallel(model: nn.Module, mesh: DeviceMesh, **ddp_kwargs) -> Distribut
         model, head_local_names(model)
     )
     return DistributedDataParallel(model, process_group=dist.group.WORLD, **ddp_kwargs)
+
+
+def fully_shard_hp(model: nn.Module, mesh: DeviceMesh, **fsdp_kwargs) -> nn.Module:
+    """FSDP2 (HSDP) over ``mesh`` that shards shared weights over DP and leaves head-local ones.
+
+    Call on every rank after building the model (same seed everywhere) and before creating the
+    optimizer; after each ``backward()`` call :func:`sync_head_local_grads`. Returns ``model``
+    (now an ``FSDPModule``); ``fsdp_kwargs`` go to ``fully_shard``.
+    """
+    _check_mesh(mesh)
+    if mesh.size() != dist.get_world_size():
+        raise ValueError("fully_shard_hp needs a mesh over the whole world (hp_dp_mesh)")
+    # HSDP mesh (replicate, shard) = (HP position, DP position): the transpose of (dp, hp)
+    hsdp = DeviceMesh(
+        mesh.device_type, mesh.mesh.T.contiguous(), mesh_dim_names=("hp_replicate", "dp_shard")
+    )
+    ignored = set(_head_local_params(model))
+    return fully_shard(model, mesh=hsdp, ignored_params=ignored, **fsdp_kwargs)
 
 
 @torch.no_grad()
