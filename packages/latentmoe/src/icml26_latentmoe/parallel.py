@@ -126,7 +126,8 @@ def fully_shard_hp(model: nn.Module, mesh: DeviceMesh, **fsdp_kwargs) -> nn.Modu
         mesh.device_type, mesh.mesh.T.contiguous(), mesh_dim_names=("hp_replicate", "dp_shard")
     )
     ignored = set(_head_local_params(model))
-    return fully_shard(model, mesh=hsdp, ignored_params=ignored, **fsdp_kwargs)
+    fully_shard(model, mesh=hsdp, ignored_params=ignored, **fsdp_kwargs)
+    return model
 
 
 @torch.no_grad()
