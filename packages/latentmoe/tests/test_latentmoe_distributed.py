@@ -20,10 +20,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spawn(world: int) -> None:
+def _spawn(world: int, checks: str = "all") -> None:
     ctx = mp.start_processes(
         latentmoe_dist_worker.run,
-        args=(world, _free_port()),
+        args=(world, _free_port(), checks),
         nprocs=world,
         join=False,
         start_method="spawn",
@@ -41,5 +41,11 @@ def test_hp_and_ep_match_single_process_world_2():
     _spawn(2)
 
 
+def test_hp_x_dp_with_ddp_matches_single_process_world_4():
+    # 2 HP × 2 DP: DDP and the manual all-reduce, SGD steps and bias updates vs one process
+    _spawn(4, "hp_dp")
+
+
+@pytest.mark.slow
 def test_hp_and_ep_match_single_process_world_4():
     _spawn(4)

@@ -9,7 +9,7 @@ def _layer(k=2, seed=0, **kw):
     return L.MultiHeadLatentMoE(16, 4, 8, 6, k, 12, **cfg)
 
 
-@pytest.mark.parametrize("k", [1, 2, 3, 6])
+@pytest.mark.parametrize("k", [2, 3, 6])
 def test_layer_equals_per_token_loop(k):
     m = _layer(k)
     m.router_bias.copy_(torch.randn(4, 6))
@@ -20,20 +20,52 @@ def test_layer_equals_per_token_loop(k):
 
 
 def test_layer_is_the_written_equation_for_one_token():
-    # H = 2 heads of width 1, E = 2 experts of width 1, k = 1: every quantity by hand
+    # H = 2 heads of width 1, E = 2 experts of width 1, k = 2: every quantity by hand
     torch.manual_seed(0)
-    m = L.MultiHeadLatentMoE(2, 2, 1, 2, 1, 1, backend="torch")
+    m = L.MultiHeadLatentMoE(2, 2, 1, 2, 2, 1, backend="torch")
     with torch.no_grad():
         m.w_in.copy_(torch.eye(2))  # z = x
         m.router.copy_(torch.tensor([[[1.0, -1.0]], [[1.0, -1.0]]]))  # head h: logits (z, -z)
         m.w1.copy_(torch.tensor([2.0, 3.0, 5.0, 7.0]).view(2, 2, 1, 1))
-        m.w2.fill_(1.0)
+        m.w2.copy_(torch.tensor([1.0, -2.0, 0.5, 4.0]).view(2, 2, 1, 1))
         m.w_out.copy_(torch.tensor([[1.0, 0.0], [0.0, 10.0]]))
     x = torch.tensor([[0.5, -0.25]])
-    gelu = torch.nn.functional.gelu
-    # head 0: z = 0.5 > 0 picks expert 0 (w1 = 2); head 1: z = -0.25 picks expert 1 (w1 = 7); gate 1
-    expect = torch.stack([gelu(torch.tensor(0.5 * 2.0)), 10 * gelu(torch.tensor(-0.25 * 7.0))])
-    torch.testing.assert_close(m(x)[0], expect)
+    gelu, sig = torch.nn.functional.gelu, torch.sigmoid
+    t = torch.tensor
+    # gates softmax(z, -z) = (σ(2z), 1 − σ(2z)); expert e of head h: w2[h,e]·gelu(z·w1[h,e])
+    y0 = sig(t(1.0)) * 1.0 * gelu(t(0.5 * 2.0)) + (1 - sig(t(1.0))) * -2.0 * gelu(t(0.5 * 3.0))
+    y1 = sig(t(-0.5)) * 0.5 * gelu(t(-0.25 * 5.0)) + (1 - sig(t(-0.5))) * 4.0 * gelu(t(-0.25 * 7.0))
+    torch.testing.assert_close(m(x)[0], torch.stack([y0, 10 * y1]))
+
+
+def test_top_k_one_is_refused():
+    # k = 1: the gate is softmax of one logit = 1, the router would get no gradient
+    with pytest.raises(ValueError, match="top_k must be >= 2"):
+        L.MultiHeadLatentMoE(16, 4, 8, 6, 1, 12)
+    with pytest.raises(ValueError, match="top_k must be >= 2"):
+        L.MoE(16, 6, 1, 12)
+    L.MoE(16, 6, 1, 12, aux_loss_coef=0.01)  # the aux loss trains a k = 1 router
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_router_and_bias_stay_fp32_under_a_cast(dtype):
+    ref = _layer(2)
+    m = _layer(2).to(dtype)
+    assert m.w1.dtype == m.w_in.dtype == dtype
+    assert m.router.dtype == m.router_bias.dtype == torch.float32
+    assert torch.equal(m.router, ref.router)  # restored from before the cast, not rounded
+    with torch.no_grad():
+        m.router_bias.fill_(1.0)
+    before = m.router_bias.clone()
+    m.expert_load.copy_(torch.arange(24).view(4, 6))  # every expert off the mean
+    m.update_bias(1e-3)  # below half a bf16 ulp at 1.0: lost if the bias were bf16
+    assert torch.all(m.router_bias != before)
+    y = m(torch.randn(3, 16, dtype=dtype))
+    assert y.dtype == dtype and torch.isfinite(y).all()
+    moe = L.MoE(16, 6, 2, 12, backend="torch").to(dtype)
+    assert moe.router.dtype == moe.router_bias.dtype == torch.float32
+    moe.aux_loss_coef = 0.01
+    assert moe.train()(torch.randn(3, 16, dtype=dtype)).dtype == dtype
 
 
 def test_triton_backend_matches_torch_backend():
@@ -139,6 +171,7 @@ def test_single_rank_dispatch_combine_roundtrip():
     [
         ({"top_k": 7}, "top_k must be <="),
         ({"top_k": 0}, "top_k must be a positive int"),
+        ({"top_k": 1}, "top_k must be >= 2"),
         ({"num_heads": 2.0}, "num_heads must be a positive int"),
         ({"expert_size": -1}, "expert_size must be a positive int"),
     ],
@@ -169,3 +202,31 @@ def test_router_init_std_sets_only_the_router_scale():
     assert abs(b.router.std().item() - 0.25) < 2e-2
     torch.testing.assert_close(b.router, a.router * (0.25 / 0.02))  # same draw, rescaled
     torch.testing.assert_close(a.w1, b.w1)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_load_counted_once_under_activation_checkpointing(reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    x = torch.randn(10, 16, requires_grad=True)
+    for layer in (_layer(2), L.MoE(16, 6, 2, 12, backend="torch")):
+        layer.train()
+        y = checkpoint(layer, x, use_reentrant=reentrant)  # the forward runs again in backward
+        y.square().sum().backward()
+        heads = layer.expert_load.numel() // 6  # 4 for the multi-head layer, 1 for the MoE
+        assert int(layer.expert_load.sum()) == heads * 10 * 2  # N·k per head, not twice that
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_static_capacity_gives_the_same_layer(backend):
+    x = torch.randn(9, 16)
+    dy = torch.randn(9, 16)
+    res = []
+    for static in (False, True):
+        m = _layer(3, backend=backend, static_capacity=static)
+        m.router_bias.copy_(torch.linspace(-1, 1, 24).view(4, 6))
+        xr = x.clone().requires_grad_()
+        (m(xr) * dy).sum().backward()
+        res.append([xr.grad, m.w1.grad, m.w2.grad, m.router.grad, m.expert_load.float()])
+    for a, b in zip(*res):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)

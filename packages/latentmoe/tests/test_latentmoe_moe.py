@@ -8,7 +8,7 @@ def _moe(k=2, **kw):
     return L.MoE(16, 8, k, 12, **(dict(init_std=0.3, backend="torch") | kw))
 
 
-@pytest.mark.parametrize("k", [1, 2, 8])
+@pytest.mark.parametrize("k", [2, 8])
 def test_moe_equals_per_token_loop(k):
     m = _moe(k)
     m.router_bias.copy_(torch.randn(8))

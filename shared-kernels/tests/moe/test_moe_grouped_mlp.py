@@ -81,3 +81,40 @@ def test_bad_input_raises():
         grouped_mlp(xp[:-1], w1, w2, perm, backend="torch")
     with pytest.raises(TypeError, match="perm must be"):
         grouped_mlp(xp, w1, w2, None, backend="torch")
+
+
+@pytest.mark.parametrize("bs", [16, 64])
+def test_triton_with_wide_blocks_and_d_out_unlike_d(bs):
+    # D != D_out != M: a wrong W2 / W1 expert stride, or a transposed tile, changes the result;
+    # blocks of 64 rows (the tensor-core tile) with segments of very different lengths
+    N, k, E, D, M, DO = 40, 3, 4, 24, 40, 10
+    _, perm, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=4)
+    xp = permute(x, perm, backend="torch")
+    dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(5))
+    res = []
+    for be in ("triton", "torch"):
+        a, b, c = (t.clone().requires_grad_() for t in (xp, w1, w2))
+        y = grouped_mlp(a, b, c, perm, backend=be)
+        (y * dy).sum().backward()
+        res.append((y.detach(), a.grad, b.grad, c.grad))
+    for p, q in zip(*res):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+
+
+def test_triton_half_precision_operands_accumulate_in_fp32():
+    # fp16 tokens with fp32 master weights (cast once per call): y and dx in fp16, dW in fp32,
+    # all within fp16 rounding of the fp32 reference (an fp16 accumulator over M = 96 would not be)
+    N, k, E, D, M, DO = 24, 2, 3, 32, 96, 16
+    _, perm, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, 16, seed=6)
+    xp = permute(x, perm, backend="torch")
+    dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(7))
+    a = xp.half().requires_grad_()
+    b, c = w1.clone().requires_grad_(), w2.clone().requires_grad_()
+    y = grouped_mlp(a, b, c, perm, backend="triton")
+    (y.float() * dy).sum().backward()
+    assert y.dtype == a.grad.dtype == torch.float16 and b.grad.dtype == torch.float32
+    a32, b32, c32 = (t.clone().requires_grad_() for t in (xp.half().float(), w1, w2))
+    y32 = grouped_mlp_ref(a32, b32, c32, perm)
+    (y32 * dy).sum().backward()
+    for got, want in ((y, y32), (a.grad, a32.grad), (b.grad, b32.grad), (c.grad, c32.grad)):
+        torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)

@@ -110,3 +110,39 @@ def test_bad_input_raises():
         permute(torch.randn(2, 4), perm, backend="torch")
     with pytest.raises(ValueError, match="gates must have shape"):
         unpermute(torch.randn(perm.num_rows, 4), perm, torch.ones(1, 3), backend="torch")
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_unpermute_with_distinct_gates_per_slot_is_the_brute_force_sum(backend):
+    # distinct gates per (token, slot) and distinct rows per buffer position: a swapped slot
+    # order or a gate applied to the wrong row changes the result
+    N, k, E, D = 13, 3, 5, 6
+    idx = _routing(N, k, E, seed=4)
+    perm = make_permutation(idx, E, 4)
+    gen = torch.Generator().manual_seed(5)
+    y = torch.randn(perm.num_rows, D, generator=gen)
+    g = torch.rand(N, k, generator=gen) + torch.arange(k) * 2.0
+    out = unpermute(y, perm, g, backend=backend)
+    for n in range(N):
+        expect = sum(g[n, j] * y[int(perm.dest[n, j])] for j in range(k))
+        torch.testing.assert_close(out[n], expect)
+
+
+def test_static_capacity_reads_nothing_back_and_matches_the_exact_buffer():
+    from icml26_kernels.moe import max_rows
+
+    N, k, E, bs = 30, 3, 7, 8
+    idx = _routing(N, k, E, seed=6)
+    cap = max_rows(N * k, E, bs)
+    assert cap == (N * k + E * (bs - 1)) // bs * bs
+    # on the meta device every value is unknown: any read-back (a host sync) would raise
+    meta = make_permutation(idx.to("meta"), E, bs, num_rows=cap)
+    assert meta.num_rows == cap and meta.block_expert.shape == (cap // bs,)
+    exact = make_permutation(idx, E, bs)
+    static = make_permutation(idx, E, bs, num_rows=cap)
+    assert torch.equal(static.dest, exact.dest) and torch.equal(static.offsets, exact.offsets)
+    assert torch.equal(static.src_token[: exact.num_rows], exact.src_token)
+    assert torch.all(static.src_token[exact.num_rows :] == -1)
+    assert torch.equal(static.block_expert[: exact.num_rows // bs], exact.block_expert)
+    with pytest.raises(ValueError, match="num_rows must be a multiple"):
+        make_permutation(idx, E, bs, num_rows=cap - bs)

@@ -127,3 +127,61 @@ def test_bad_input_raises(args, kwargs, match):
 def test_bad_backend_raises():
     with pytest.raises(ValueError, match="prefer must be one of"):
         topk_router(torch.randn(4, 8), torch.randn(8, 6), k=2, backend="cuda")
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_ties_go_to_the_higher_expert_index(backend, device):
+    # integer-valued logits: many exact ties, inside a 64-wide expert tile and across tiles
+    # (E = 70); the order is the paper's packed key (score desc, then expert index desc),
+    # checked by brute force on both paths
+    G, N, E, k = 2, 40, 70, 3
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randint(-2, 3, (G, N, 4), generator=gen).float()
+    w = torch.randint(-1, 2, (G, 4, E), generator=gen).float()
+    b = torch.randint(-1, 2, (G, E), generator=gen).float()
+    idx, _ = topk_router(x.to(device), w.to(device), b.to(device), k=k, backend=backend)
+    scores = (x @ w + b[:, None, :]).tolist()
+    for g in range(G):
+        for n in range(N):
+            s = scores[g][n]
+            best = sorted(range(E), key=lambda e: (-s[e], -e))[:k]
+            assert idx[g, n].tolist() == best
+            assert s[best[0]] == s[sorted(range(E), key=lambda e: (-s[e], e))[0]]
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_logits_raise(backend, bad, device):
+    x, w, b = _inputs(1, 9, 8, 20, device, seed=4)
+    x[0, 3, 2] = bad
+    with pytest.raises(ValueError, match="router logits x·weight are not finite"):
+        topk_router(x, w, b, k=2, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_half_precision_inputs_and_autocast_route_in_fp32(backend, device):
+    x, w, b = _inputs(2, 16, 16, 24, device, seed=5)
+    xh = x.bfloat16()
+    ridx, rgates = topk_router_ref(xh.float(), w, b, 3)  # fp32 routing of the bf16 tokens
+    with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        idx, gates = topk_router(xh, w, b, k=3, backend=backend)
+    assert gates.dtype == torch.float32
+    assert torch.equal(idx, ridx)
+    torch.testing.assert_close(gates, rgates, rtol=1e-5, atol=1e-6)  # bf16 logits: ~1e-2 off
+
+
+def test_triton_reads_a_transposed_half_precision_view_in_place(device):
+    # the layers hand the router (H, N, d_h) views of (N, H, d_h) activations: strides, not copies
+    x, w, b = _inputs(3, 20, 16, 24, device, seed=8)
+    xt = x.transpose(0, 1).contiguous().half().transpose(0, 1)  # (G, N, D) view, non-contiguous
+    assert not xt.is_contiguous()
+    xr = xt.detach().clone().requires_grad_()
+    idx, gates = topk_router(xt.requires_grad_(), w, b, k=3, backend="triton")
+    ridx, rgates = topk_router_ref(xr, w, b, 3)
+    assert torch.equal(idx, ridx)
+    torch.testing.assert_close(gates, rgates, rtol=1e-5, atol=1e-6)
+    dg = torch.randn_like(gates)
+    (gx,) = torch.autograd.grad((gates * dg).sum(), xt)
+    (rx,) = torch.autograd.grad((rgates * dg).sum(), xr)
+    assert gx.dtype == torch.float16
+    torch.testing.assert_close(gx.float(), rx.float(), rtol=1e-2, atol=1e-3)

@@ -10,7 +10,13 @@ head group r to rank r:
 
 Per token a rank sends H·d_h·(W−1)/W elements each way, whatever k is; the split sizes never
 depend on the routing, so no metadata is exchanged, every rank sends the same volume, and the
-pattern is identical at every step. Expert parallelism can still be used inside a head group.
+pattern is identical at every step. The N must really be equal: :func:`dispatch` checks it
+with one tiny all-reduce (``check_tokens``) and raises a ``ValueError`` naming the counts,
+instead of a gloo "size doesn't match" or an NCCL hang.
+
+Expert parallelism *inside* a head group (several ranks sharing one head group's experts), which
+the paper says HP stays compatible with, is not implemented here: the HP world size is at most
+the number of heads; beyond it, add data-parallel replicas (:mod:`.parallel`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import torch.distributed as dist
 
 from .comm import all_to_all
 
-__all__ = ["combine", "dispatch", "head_groups"]
+__all__ = ["check_equal_tokens", "combine", "dispatch", "head_groups"]
 
 
 def head_groups(num_heads: int, group: dist.ProcessGroup | None) -> tuple[int, int, int]:
@@ -35,14 +41,37 @@ def head_groups(num_heads: int, group: dist.ProcessGroup | None) -> tuple[int, i
     return world, rank, num_heads // world
 
 
-def dispatch(z: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
-    """(N, H, d_h) local tokens -> (H_l, W·N, d_h) own heads of all tokens, source rank major."""
+def check_equal_tokens(num_tokens: int, group: dist.ProcessGroup, device=None) -> None:
+    """Raise ``ValueError`` unless every rank of ``group`` passes the same ``num_tokens``.
+
+    One all-reduce (MAX) of two integers; every rank of the group must call it.
+    """
+    t = torch.tensor([num_tokens, -num_tokens], dtype=torch.long, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    hi, lo = int(t[0]), -int(t[1])
+    if hi != lo:
+        raise ValueError(
+            f"Head Parallel needs the same number of tokens N = B·T on every rank of the group; "
+            f"this rank (rank {dist.get_rank(group)}) has {num_tokens}, the group ranges from "
+            f"{lo} to {hi} (pad or drop tokens so that every rank feeds equal batches)"
+        )
+
+
+def dispatch(
+    z: torch.Tensor, group: dist.ProcessGroup | None, *, check_tokens: bool = True
+) -> torch.Tensor:
+    """(N, H, d_h) local tokens -> (H_l, W·N, d_h) own heads of all tokens, source rank major.
+
+    With ``check_tokens`` (default) the ranks first agree that N is the same everywhere.
+    """
     if z.dim() != 3:
         raise ValueError(f"z must be (N, H, d_h); got shape {tuple(z.shape)}")
     n, h, dh = z.shape
     world, _, hl = head_groups(h, group)
     if group is None:
         return z.transpose(0, 1)
+    if check_tokens:
+        check_equal_tokens(n, group, z.device)
     send = (
         z.reshape(n, world, hl * dh).transpose(0, 1).reshape(world * n, hl * dh)
     )  # (W·N, H_l·d_h)

@@ -22,6 +22,7 @@ import math
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from icml26_kernels import select_backend
 from icml26_kernels.moe import (
     aux_free_bias_update,
     expert_load,
@@ -35,12 +36,13 @@ from icml26_kernels.moe import (
 )
 from torch import nn
 
+from ._precision import KeepRouterFP32, recomputing
 from .comm import all_to_all
 
 __all__ = ["MoE", "moe_ref"]
 
 
-class MoE(nn.Module):
+class MoE(KeepRouterFP32):
     """Top-k MoE of GELU MLP experts, (..., d_model) -> (..., d_model), optionally expert-parallel.
 
     Args:
@@ -48,7 +50,7 @@ class MoE(nn.Module):
         num_experts: E (divisible by the EP world size).
         top_k: k experts per token.
         expert_size: m, hidden width of each expert.
-        block_size: rows per expert block in the permuted buffer.
+        block_size: rows per expert block in the permuted buffer; None: 64 (Triton) or 16 (torch).
         aux_loss_coef: weight of the Switch load-balancing loss (0 disables it).
         z_loss_coef: weight of the router z-loss (0 disables it).
         init_std, num_layers: as in :class:`MultiHeadLatentMoE`.
@@ -59,6 +61,9 @@ class MoE(nn.Module):
     router_bias: torch.Tensor  # buffer (E,)
     expert_load: torch.Tensor  # buffer (E,) long, tokens routed since the last bias update
 
+    #: kept in fp32 (or fp64) whatever dtype the module is cast to
+    FP32: tuple[str, ...] = ("router", "router_bias")
+
     def __init__(
         self,
         d_model: int,
@@ -66,7 +71,7 @@ class MoE(nn.Module):
         top_k: int,
         expert_size: int,
         *,
-        block_size: int = 16,
+        block_size: int | None = None,
         aux_loss_coef: float = 0.0,
         z_loss_coef: float = 0.0,
         init_std: float = 0.02,
@@ -80,13 +85,17 @@ class MoE(nn.Module):
             ("num_experts", num_experts),
             ("top_k", top_k),
             ("expert_size", expert_size),
-            ("block_size", block_size),
             ("num_layers", num_layers),
         ]:
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive int; got {v!r}")
         if top_k > num_experts:
             raise ValueError(f"top_k must be <= num_experts={num_experts}; got {top_k}")
+        if top_k < 2 and not (aux_loss_coef or z_loss_coef):
+            raise ValueError(
+                f"top_k must be >= 2 (or set aux_loss_coef / z_loss_coef): with k = 1 the gate "
+                f"softmax(one logit) is constantly 1 and the router gets no gradient; got {top_k}"
+            )
         self.world_size = 1 if process_group is None else dist.get_world_size(process_group)
         self.rank = 0 if process_group is None else dist.get_rank(process_group)
         if num_experts % self.world_size:
@@ -100,6 +109,9 @@ class MoE(nn.Module):
             expert_size,
         )
         self.local_experts = num_experts // self.world_size
+        if block_size is not None:
+            if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
+                raise ValueError(f"block_size must be a positive int or None; got {block_size!r}")
         self.block_size, self.backend, self.process_group = block_size, backend, process_group
         self.aux_loss_coef, self.z_loss_coef = aux_loss_coef, z_loss_coef
         own = slice(self.rank * self.local_experts, (self.rank + 1) * self.local_experts)
@@ -111,6 +123,12 @@ class MoE(nn.Module):
         self.register_buffer("router_bias", torch.zeros(E))
         self.register_buffer("expert_load", torch.zeros(E, dtype=torch.long), persistent=False)
         self.aux_loss: torch.Tensor | None = None
+
+    def _block_size(self, device: torch.device) -> int:
+        """Rows per expert block: 64 (a tensor-core tile) for the Triton kernels, 16 otherwise."""
+        if self.block_size is not None:
+            return self.block_size
+        return 16 if select_backend(device, prefer=self.backend).backend == "torch" else 64
 
     def extra_repr(self) -> str:
         return (
@@ -129,15 +147,16 @@ class MoE(nn.Module):
         )
         gates = gates.to(xs.dtype)
         if self.training:
-            self.expert_load += expert_load(idx.detach(), self.num_experts)
+            if not recomputing():  # count once under activation checkpointing
+                self.expert_load += expert_load(idx.detach(), self.num_experts)
             self.aux_loss = None
             if self.aux_loss_coef or self.z_loss_coef:
-                logits = xs @ self.router  # (N, E): the balancing losses need them all
+                logits = xs.to(self.router.dtype) @ self.router  # (N, E): the losses need all
                 self.aux_loss = self.aux_loss_coef * switch_aux_loss(
                     logits, idx
                 ) + self.z_loss_coef * router_z_loss(logits)
         if self.process_group is None:
-            perm = make_permutation(idx, self.num_experts, self.block_size)
+            perm = make_permutation(idx, self.num_experts, self._block_size(xs.device))
             yp = grouped_mlp(
                 permute(xs, perm, backend=self.backend),
                 self.w1,
@@ -169,7 +188,7 @@ class MoE(nn.Module):
         local_e = torch.repeat_interleave(
             torch.arange(El, device=xs.device).repeat(W), recv_counts.reshape(-1)
         )
-        perm = make_permutation(local_e[:, None], El, self.block_size)
+        perm = make_permutation(local_e[:, None], El, self._block_size(xs.device))
         yp = grouped_mlp(
             permute(recv, perm, backend=self.backend), self.w1, self.w2, perm, backend=self.backend
         )

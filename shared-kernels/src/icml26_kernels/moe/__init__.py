@@ -29,6 +29,7 @@ from .grouped_mlp import grouped_mlp, grouped_mlp_ref
 from .permute import (
     Permutation,
     make_permutation,
+    max_rows,
     permute,
     permute_ref,
     unpermute,
@@ -44,6 +45,7 @@ __all__ = [
     "grouped_mlp_ref",
     "load_imbalance",
     "make_permutation",
+    "max_rows",
     "permute",
     "permute_ref",
     "router_z_loss",

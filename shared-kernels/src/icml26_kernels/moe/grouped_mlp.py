@@ -6,13 +6,28 @@ gelu(z K_eᵀ) V_e, which is exactly this two-matrix MLP without biases):
 
     y[r] = gelu(x[r] · W1[e]) · W2[e]          x (P, D), W1 (E, D, M), W2 (E, M, D_out)
 
-The Triton forward kernel is IO-aware in the same way as the paper's expert computation: it
-streams the hidden dimension M in chunks and keeps gelu(x W1) in registers, so the (P, M)
-hidden activations are never written to memory. The backward kernel recomputes them chunk by
-chunk and accumulates dW1, dW2 with ``tl.atomic_add`` (summation order differs run to run on a
-GPU; use the torch reference when bitwise determinism of weight gradients matters).
+Triton path (tensor-core tiles, fp32 accumulation):
 
-    dpre = (dy W2ᵀ) ⊙ gelu'(x W1),   dx = dpre W1ᵀ,   dW1 += xᵀ dpre,   dW2 += gelu(x W1)ᵀ dy
+* operands in x's dtype (bf16 / fp16: tensor cores; fp32: TF32 iff
+  ``torch.backends.cuda.matmul.allow_tf32``, else IEEE). Weights in another dtype (fp32
+  masters with bf16 tokens, the official setup) are cast once per call. Every ``tl.dot``
+  accumulates in fp32; y and dx come back in x's dtype, dW1, dW2 in the weights' dtype.
+* row tiles ``BLOCK_R`` in {16, 32, 64, 128}, autotuned among those that divide
+  ``perm.block_size`` (>= 64 whenever the block size allows; the layers use 64);
+* forward: one program owns a row tile and *all* D_out columns (up to 256; wider outputs are
+  tiled and only then is x·W1 recomputed per tile), streams M in chunks and keeps
+  gelu(x W1) in registers: the (P, M) hidden activations are never written;
+* backward, four kernels, each tiled over D and D_out: (1) per (row tile, M chunk):
+  h = gelu(x W1) and dpre = (dy W2ᵀ) ⊙ gelu'(x W1), written once as (P, M) (the memory a
+  grouped-GEMM backward needs); (2) dx = dpre W1[e]ᵀ; (3, 4) dW1[e] = x[seg_e]ᵀ dpre[seg_e]
+  and dW2[e] = h[seg_e]ᵀ dy[seg_e]: one program per (expert, output tile) reduces over that
+  expert's rows inside the kernel. No atomics, so the weight gradients are deterministic.
+
+    dpre = (dy W2ᵀ) ⊙ gelu'(x W1),   dx = dpre W1ᵀ,   dW1 = xᵀ dpre,   dW2 = gelu(x W1)ᵀ dy
+
+Checked under ``TRITON_INTERPRET=1`` against the reference at small shapes, D != D_out != M,
+fp16 operands; speed only on a GPU (``packages/latentmoe/benchmarks/bench_kernels.py``,
+``tools/gpu_check.py``).
 
 GELU is the exact (erf) form; gelu'(u) = Φ(u) + u φ(u).
 """
@@ -22,7 +37,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..backend import select_backend, triton_installed
+from ..backend import interpreter_enabled, select_backend, triton_installed
 from .permute import Permutation
 
 __all__ = ["grouped_mlp", "grouped_mlp_ref"]
@@ -51,6 +66,7 @@ def grouped_mlp_ref(
     """Per-expert loop over the segments: y[seg_e] = gelu(x[seg_e] W1[e]) W2[e]. (P, D_out)."""
     _check(x, w1, w2, perm)
     sizes = (perm.offsets[1:] - perm.offsets[:-1]).tolist()  # padded segment lengths, (E,)
+    sizes[-1] += perm.num_rows - sum(sizes)  # a static-capacity tail is the last expert's padding
     # split / unbind (not slicing in a loop) keep the backward linear in P and E
     segs = x.split(sizes, dim=0)
     outs = [F.gelu(seg @ a) @ b for seg, a, b in zip(segs, w1.unbind(0), w2.unbind(0))]
@@ -60,9 +76,39 @@ def grouped_mlp_ref(
 # --------------------------------------------------------------------------------------------
 # Triton kernels
 # --------------------------------------------------------------------------------------------
+_BLOCK_RS = (128, 64, 32, 16)  # row tiles; the largest that divides perm.block_size is used
+_MAX_BLOCK_O = 256  # widest D_out tile the forward keeps whole (one tile: no recomputation)
+
+
+def _product(*lists):
+    out: list[tuple] = [()]
+    for values in lists:
+        out = [(*t, v) for t in out for v in values]
+    return out
+
+
 if triton_installed():
     import triton
     import triton.language as tl
+
+    def _configs(extra: dict[str, tuple[int, ...]]):
+        """Autotuning space (a single config under the interpreter, where timing is moot)."""
+        if interpreter_enabled():
+            return [triton.Config({"BLOCK_R": 16} | {k: v[0] for k, v in extra.items()})]
+        out = []
+        for br in _BLOCK_RS:
+            for vals in _product(*extra.values()):
+                for warps in (4, 8):
+                    cfg = {"BLOCK_R": br} | dict(zip(extra, vals))
+                    out.append(triton.Config(cfg, num_warps=warps, num_stages=3))
+        return out
+
+    def _prune(configs, named_args, **kwargs):
+        """Keep the row tiles that divide the permutation's block size (>= 64 when it allows)."""
+        bs = named_args["BS"]
+        ok = [c for c in configs if bs % c.kwargs["BLOCK_R"] == 0]
+        big = [c for c in ok if c.kwargs["BLOCK_R"] >= 64]
+        return big or ok or configs[-1:]
 
     @triton.jit
     def _gelu(u):
@@ -74,31 +120,40 @@ if triton_installed():
         pdf = 0.3989422804014327 * tl.exp(-0.5 * u * u)
         return cdf + u * pdf
 
+    @triton.autotune(
+        configs=_configs({"BLOCK_D": (32, 64), "BLOCK_M": (32, 64)}),
+        key=["D", "M", "DO", "BS"],
+        prune_configs_by={"early_config_prune": _prune},
+    )
     @triton.jit
     def _grouped_mlp_fwd_kernel(
-        X,  # (P, D) permuted tokens, fp32
-        W1,  # (E, D, M) first expert matrices, fp32
-        W2,  # (E, M, DO) second expert matrices, fp32
-        RowBlockExpert,  # (P // BLOCK_R,) int64: expert of each row block
-        Y,  # (P, DO) out
+        X,  # (P, D) permuted tokens (bf16 / fp16 / fp32)
+        W1,  # (E, D, M) same dtype as X
+        W2,  # (E, M, DO) same dtype as X
+        BlockExpert,  # (P // BS,) int64: expert of each permutation block
+        Y,  # (P, DO) out, X's dtype
         D,
         M,
         DO,
+        BS,  # perm.block_size (a multiple of BLOCK_R)
+        PREC: tl.constexpr,  # "ieee" / "tf32" for fp32 inputs; ignored for bf16 / fp16
+        BLOCK_O: tl.constexpr,  # >= DO up to 256: every output column in one tile
         BLOCK_R: tl.constexpr,
         BLOCK_D: tl.constexpr,
         BLOCK_M: tl.constexpr,
-        BLOCK_O: tl.constexpr,
     ):
+        # one program: BLOCK_R rows of one expert and BLOCK_O output columns (all of them when
+        # D_out <= 256), streaming the hidden dim M; gelu(x W1) stays in registers
         pid_r = tl.program_id(0)
         ocols = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
         o_ok = ocols < DO
-        e = tl.load(RowBlockExpert + pid_r)
+        e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
         rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
         acc = tl.zeros((BLOCK_R, BLOCK_O), tl.float32)
         for m0 in range(0, M, BLOCK_M):
             mcols = m0 + tl.arange(0, BLOCK_M)
             m_ok = mcols < M
-            pre = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)  # x W1[e][:, m-chunk], registers only
+            pre = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)  # fp32 accumulation
             for d0 in range(0, D, BLOCK_D):
                 dcols = d0 + tl.arange(0, BLOCK_D)
                 d_ok = dcols < D
@@ -108,117 +163,237 @@ if triton_installed():
                     mask=d_ok[:, None] & m_ok[None, :],
                     other=0.0,
                 )
-                pre += tl.dot(x, w1, input_precision="ieee")
-            h = _gelu(pre)
+                pre = tl.dot(x, w1, pre, input_precision=PREC)
+            h = _gelu(pre).to(X.dtype.element_ty)  # bf16 operand for the second tensor-core dot
             w2 = tl.load(
                 W2 + e * M * DO + mcols[:, None] * DO + ocols[None, :],
                 mask=m_ok[:, None] & o_ok[None, :],
                 other=0.0,
             )
-            acc += tl.dot(h, w2, input_precision="ieee")
-        tl.store(Y + rows[:, None] * DO + ocols[None, :], acc, mask=o_ok[None, :])
+            acc = tl.dot(h, w2, acc, input_precision=PREC)
+        tl.store(
+            Y + rows[:, None] * DO + ocols[None, :], acc.to(Y.dtype.element_ty), mask=o_ok[None, :]
+        )
 
+    @triton.autotune(
+        configs=_configs({"BLOCK_D": (32, 64), "BLOCK_M": (32, 64), "BLOCK_O": (32, 64)}),
+        key=["D", "M", "DO", "BS"],
+        prune_configs_by={"early_config_prune": _prune},
+    )
     @triton.jit
-    def _grouped_mlp_bwd_kernel(
-        X,  # (P, D) permuted tokens, fp32
+    def _grouped_mlp_bwd_hidden_kernel(
+        X,  # (P, D)
         W1,  # (E, D, M)
         W2,  # (E, M, DO)
-        RowBlockExpert,  # (P // BLOCK_R,) int64
-        DY,  # (P, DO) incoming gradient
-        DX,  # (P, D) out
-        DW1,  # (E, D, M) out, accumulated with atomics
-        DW2,  # (E, M, DO) out, accumulated with atomics
+        BlockExpert,  # (P // BS,) int64
+        DY,  # (P, DO)
+        H,  # (P, M) out: gelu(x W1), X's dtype (the dW2 operand)
+        DPre,  # (P, M) out: (dy W2ᵀ) ⊙ gelu'(x W1), X's dtype (the dx, dW1 operand)
         D,
         M,
         DO,
+        BS,
+        PREC: tl.constexpr,
         BLOCK_R: tl.constexpr,
-        BLOCK_D: tl.constexpr,  # >= D
+        BLOCK_D: tl.constexpr,
         BLOCK_M: tl.constexpr,
-        BLOCK_O: tl.constexpr,  # >= DO
+        BLOCK_O: tl.constexpr,
     ):
+        # program (row block, M chunk): both reductions tiled over D and D_out
         pid_r = tl.program_id(0)
-        e = tl.load(RowBlockExpert + pid_r)
+        mcols = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_ok = mcols < M
+        e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
         rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
-        dcols = tl.arange(0, BLOCK_D)
-        ocols = tl.arange(0, BLOCK_O)
-        d_ok = dcols < D
-        o_ok = ocols < DO
-        x = tl.load(X + rows[:, None] * D + dcols[None, :], mask=d_ok[None, :], other=0.0)
-        dy = tl.load(DY + rows[:, None] * DO + ocols[None, :], mask=o_ok[None, :], other=0.0)
-        dx = tl.zeros((BLOCK_R, BLOCK_D), tl.float32)
-        for m0 in range(0, M, BLOCK_M):
-            mcols = m0 + tl.arange(0, BLOCK_M)
-            m_ok = mcols < M
-            w1_ptr = e * D * M + dcols[:, None] * M + mcols[None, :]  # (BLOCK_D, BLOCK_M)
-            w1_mask = d_ok[:, None] & m_ok[None, :]
-            w2_ptr = e * M * DO + mcols[:, None] * DO + ocols[None, :]  # (BLOCK_M, BLOCK_O)
-            w2_mask = m_ok[:, None] & o_ok[None, :]
-            w1 = tl.load(W1 + w1_ptr, mask=w1_mask, other=0.0)
-            w2 = tl.load(W2 + w2_ptr, mask=w2_mask, other=0.0)
-            pre = tl.dot(x, w1, input_precision="ieee")  # (BLOCK_R, BLOCK_M)
-            h = _gelu(pre)
-            dh = tl.dot(dy, tl.trans(w2), input_precision="ieee")  # (BLOCK_R, BLOCK_M)
-            dpre = dh * _gelu_grad(pre)
-            dx += tl.dot(dpre, tl.trans(w1), input_precision="ieee")
-            tl.atomic_add(
-                DW2 + w2_ptr, tl.dot(tl.trans(h), dy, input_precision="ieee"), mask=w2_mask
+        pre = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)
+        for d0 in range(0, D, BLOCK_D):
+            dcols = d0 + tl.arange(0, BLOCK_D)
+            d_ok = dcols < D
+            x = tl.load(X + rows[:, None] * D + dcols[None, :], mask=d_ok[None, :], other=0.0)
+            w1 = tl.load(
+                W1 + e * D * M + dcols[:, None] * M + mcols[None, :],
+                mask=d_ok[:, None] & m_ok[None, :],
+                other=0.0,
             )
-            tl.atomic_add(
-                DW1 + w1_ptr, tl.dot(tl.trans(x), dpre, input_precision="ieee"), mask=w1_mask
+            pre = tl.dot(x, w1, pre, input_precision=PREC)
+        dh = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)
+        for o0 in range(0, DO, BLOCK_O):
+            ocols = o0 + tl.arange(0, BLOCK_O)
+            o_ok = ocols < DO
+            dy = tl.load(DY + rows[:, None] * DO + ocols[None, :], mask=o_ok[None, :], other=0.0)
+            w2t = tl.load(  # W2[e]ᵀ tile, (BLOCK_O, BLOCK_M)
+                W2 + e * M * DO + mcols[None, :] * DO + ocols[:, None],
+                mask=o_ok[:, None] & m_ok[None, :],
+                other=0.0,
             )
-        tl.store(DX + rows[:, None] * D + dcols[None, :], dx, mask=d_ok[None, :])
+            dh = tl.dot(dy, w2t, dh, input_precision=PREC)
+        out = rows[:, None] * M + mcols[None, :]
+        tl.store(H + out, _gelu(pre).to(H.dtype.element_ty), mask=m_ok[None, :])
+        tl.store(DPre + out, (dh * _gelu_grad(pre)).to(DPre.dtype.element_ty), mask=m_ok[None, :])
 
+    @triton.autotune(
+        configs=_configs({"BLOCK_N": (32, 64), "BLOCK_K": (32, 64)}),
+        key=["K", "NO", "BS"],
+        prune_configs_by={"early_config_prune": _prune},
+    )
+    @triton.jit
+    def _rows_matmul_kernel(
+        A,  # (P, K) rows
+        B,  # (E, NO, K) per-expert matrix, used transposed: out[r] = A[r] · B[e(r)]ᵀ
+        BlockExpert,  # (P // BS,) int64
+        Out,  # (P, NO)
+        K,
+        NO,
+        BS,
+        PREC: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
+        # dx = DPre · W1[e]ᵀ, tiled over the output columns (D) and the reduction (M)
+        pid_r = tl.program_id(0)
+        ncols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = ncols < NO
+        e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
+        rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+        acc = tl.zeros((BLOCK_R, BLOCK_N), tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            kcols = k0 + tl.arange(0, BLOCK_K)
+            k_ok = kcols < K
+            a = tl.load(A + rows[:, None] * K + kcols[None, :], mask=k_ok[None, :], other=0.0)
+            bt = tl.load(  # (BLOCK_K, BLOCK_N) tile of B[e]ᵀ
+                B + e * NO * K + ncols[None, :] * K + kcols[:, None],
+                mask=k_ok[:, None] & n_ok[None, :],
+                other=0.0,
+            )
+            acc = tl.dot(a, bt, acc, input_precision=PREC)
+        tl.store(
+            Out + rows[:, None] * NO + ncols[None, :],
+            acc.to(Out.dtype.element_ty),
+            mask=n_ok[None, :],
+        )
 
-_BLOCK_R = 16  # rows per program; must divide perm.block_size
+    @triton.autotune(
+        configs=_configs({"BLOCK_1": (32, 64), "BLOCK_2": (32, 64)}),
+        key=["K1", "K2", "BS"],
+        prune_configs_by={"early_config_prune": _prune},
+    )
+    @triton.jit
+    def _expert_weight_grad_kernel(
+        A,  # (P, K1)
+        B,  # (P, K2)
+        Offsets,  # (E + 1,) int64: expert e owns rows Offsets[e] : Offsets[e + 1]
+        Out,  # (E, K1, K2) fp32 out: Out[e] = A[seg_e]ᵀ · B[seg_e]
+        K1,
+        K2,
+        BS,
+        PREC: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+        BLOCK_1: tl.constexpr,
+        BLOCK_2: tl.constexpr,
+    ):
+        # dW of one expert and one (K1, K2) tile: a reduction over the expert's own rows inside
+        # the program (no atomics; the summation order is fixed, so results are deterministic)
+        e = tl.program_id(0)
+        c1 = tl.program_id(1) * BLOCK_1 + tl.arange(0, BLOCK_1)
+        c2 = tl.program_id(2) * BLOCK_2 + tl.arange(0, BLOCK_2)
+        ok1, ok2 = c1 < K1, c2 < K2
+        start = tl.load(Offsets + e)
+        end = tl.load(Offsets + e + 1)
+        acc = tl.zeros((BLOCK_1, BLOCK_2), tl.float32)
+        for r0 in range(start, end, BLOCK_R):
+            rows = r0 + tl.arange(0, BLOCK_R)  # segments are padded to BS, a multiple of BLOCK_R
+            at = tl.load(A + rows[None, :] * K1 + c1[:, None], mask=ok1[:, None], other=0.0)
+            b = tl.load(B + rows[:, None] * K2 + c2[None, :], mask=ok2[None, :], other=0.0)
+            acc = tl.dot(at, b, acc, input_precision=PREC)
+        tl.store(
+            Out + e * K1 * K2 + c1[:, None] * K2 + c2[None, :],
+            acc,
+            mask=ok1[:, None] & ok2[None, :],
+        )
 
 
 def _pow2(n: int, lo: int = 16) -> int:
     return max(lo, 1 << max(0, (int(n) - 1).bit_length()))
 
 
-def _row_block_expert(perm: Permutation) -> torch.Tensor:
-    if perm.block_size % _BLOCK_R:
+def _precision(dtype: torch.dtype) -> str:
+    """fp32 operands: TF32 tensor cores iff torch allows them for matmuls, else IEEE fp32.
+    bf16 / fp16 operands always run on tensor cores (the flag only matters for fp32)."""
+    if dtype == torch.float32 and (
+        interpreter_enabled() or not torch.backends.cuda.matmul.allow_tf32
+    ):
+        return "ieee"
+    return "tf32"
+
+
+def _check_block(perm: Permutation) -> None:
+    if perm.block_size % 16:
         raise ValueError(
-            f"the Triton grouped MLP needs perm.block_size to be a multiple of {_BLOCK_R}; "
-            f"got {perm.block_size} (use make_permutation(..., block_size=16·n) or backend='torch')"
+            f"the Triton grouped MLP needs perm.block_size to be a multiple of 16; "
+            f"got {perm.block_size} (use make_permutation(..., block_size=64·n) or backend='torch')"
         )
-    return perm.block_expert.repeat_interleave(perm.block_size // _BLOCK_R).contiguous()
 
 
 class _GroupedMLP(torch.autograd.Function):
+    """Operands in x's dtype (weights cast once per call if they differ, e.g. fp32 masters
+    with bf16 activations, as the official code does); fp32 accumulation; y in x's dtype."""
+
     @staticmethod
     def forward(ctx, x, w1, w2, perm):
-        xf, w1f, w2f = (t.detach().float().contiguous() for t in (x, w1, w2))
-        rbe = _row_block_expert(perm)
-        p, d = xf.shape
-        m, do = w2f.shape[1], w2f.shape[2]
-        y = torch.empty((p, do), dtype=torch.float32, device=x.device)
+        _check_block(perm)
+        dt = x.dtype
+        xc, w1c, w2c = x.contiguous(), w1.to(dt).contiguous(), w2.to(dt).contiguous()
+        p, d = xc.shape
+        m, do = w2c.shape[1], w2c.shape[2]
+        y = torch.empty((p, do), dtype=dt, device=x.device)
+        bs, prec = perm.block_size, _precision(dt)
+        block_o = min(_MAX_BLOCK_O, _pow2(do))
         if p:
-            block_o = min(64, _pow2(do))
-            grid = (rbe.shape[0], triton.cdiv(do, block_o))
+            grid = lambda meta: (p // meta["BLOCK_R"], triton.cdiv(do, block_o))
             _grouped_mlp_fwd_kernel[grid](
-                xf, w1f, w2f, rbe, y, d, m, do,
-                BLOCK_R=_BLOCK_R, BLOCK_D=min(64, _pow2(d)), BLOCK_M=min(64, _pow2(m)), BLOCK_O=block_o,
-            )  # fmt: skip
-        ctx.save_for_backward(xf, w1f, w2f, rbe)
-        ctx.dtypes = (x.dtype, w1.dtype, w2.dtype)
-        return y.to(x.dtype)
+                xc, w1c, w2c, perm.block_expert, y, d, m, do, bs, PREC=prec, BLOCK_O=block_o
+            )
+        ctx.save_for_backward(xc, w1c, w2c)
+        ctx.perm, ctx.wdtypes = perm, (w1.dtype, w2.dtype)
+        return y
 
     @staticmethod
     def backward(ctx, dy):
-        xf, w1f, w2f, rbe = ctx.saved_tensors
-        p, d = xf.shape
-        m, do = w2f.shape[1], w2f.shape[2]
-        dx = torch.empty_like(xf)
-        dw1 = torch.zeros_like(w1f)
-        dw2 = torch.zeros_like(w2f)
+        xc, w1c, w2c = ctx.saved_tensors
+        perm = ctx.perm
+        dt = xc.dtype
+        p, d = xc.shape
+        e, m, do = w2c.shape
+        bs, prec = perm.block_size, _precision(dt)
+        dyc = dy.to(dt).contiguous()
+        h = torch.empty((p, m), dtype=dt, device=xc.device)  # gelu(x W1)
+        dpre = torch.empty((p, m), dtype=dt, device=xc.device)  # (dy W2ᵀ) ⊙ gelu'(x W1)
+        dx = torch.empty_like(xc)
+        dw1 = torch.empty((e, d, m), dtype=torch.float32, device=xc.device)
+        dw2 = torch.empty((e, m, do), dtype=torch.float32, device=xc.device)
         if p:
-            _grouped_mlp_bwd_kernel[(rbe.shape[0],)](
-                xf, w1f, w2f, rbe, dy.float().contiguous(), dx, dw1, dw2, d, m, do,
-                BLOCK_R=_BLOCK_R, BLOCK_D=_pow2(d), BLOCK_M=min(32, _pow2(m)), BLOCK_O=_pow2(do),
-            )  # fmt: skip
-        tx, t1, t2 = ctx.dtypes
-        return dx.to(tx), dw1.to(t1), dw2.to(t2), None
+            be = perm.block_expert
+            grid_h = lambda meta: (p // meta["BLOCK_R"], triton.cdiv(m, meta["BLOCK_M"]))
+            _grouped_mlp_bwd_hidden_kernel[grid_h](
+                xc, w1c, w2c, be, dyc, h, dpre, d, m, do, bs, PREC=prec
+            )
+            grid_x = lambda meta: (p // meta["BLOCK_R"], triton.cdiv(d, meta["BLOCK_N"]))
+            # dx = dpre · W1[e]ᵀ: W1 (E, D, M) is B with NO = D, K = M
+            _rows_matmul_kernel[grid_x](dpre, w1c, be, dx, m, d, bs, PREC=prec)
+            for a, b, out, k1, k2 in ((xc, dpre, dw1, d, m), (h, dyc, dw2, m, do)):
+                grid_w = lambda meta, k1=k1, k2=k2: (
+                    e,
+                    triton.cdiv(k1, meta["BLOCK_1"]),
+                    triton.cdiv(k2, meta["BLOCK_2"]),
+                )
+                _expert_weight_grad_kernel[grid_w](a, b, perm.offsets, out, k1, k2, bs, PREC=prec)
+        else:
+            dx.zero_()
+            dw1.zero_()
+            dw2.zero_()
+        t1, t2 = ctx.wdtypes
+        return dx, dw1.to(t1), dw2.to(t2), None
 
 
 def grouped_mlp(

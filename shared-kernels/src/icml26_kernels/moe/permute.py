@@ -24,6 +24,7 @@ from ..backend import select_backend, triton_installed
 __all__ = [
     "Permutation",
     "make_permutation",
+    "max_rows",
     "permute",
     "permute_ref",
     "unpermute",
@@ -56,8 +57,27 @@ class Permutation:
         return self.counts.shape[0]
 
 
-def make_permutation(indices: torch.Tensor, num_experts: int, block_size: int = 128) -> Permutation:
-    """Sort the assignments ``indices`` (N, k) by expert into segments padded to ``block_size``."""
+def max_rows(num_assignments: int, num_experts: int, block_size: int) -> int:
+    """Static capacity P_max: the largest buffer any routing of ``num_assignments`` can need,
+    Σ_e ceil(c_e / bs)·bs <= N·k + E·(bs − 1), rounded down to a multiple of bs."""
+    return (num_assignments + num_experts * (block_size - 1)) // block_size * block_size
+
+
+def make_permutation(
+    indices: torch.Tensor,
+    num_experts: int,
+    block_size: int = 128,
+    *,
+    num_rows: int | None = None,
+) -> Permutation:
+    """Sort the assignments ``indices`` (N, k) by expert into segments padded to ``block_size``.
+
+    ``num_rows=None`` sizes the buffer exactly (P = offsets[E], read back from the device, and
+    the indices are range-checked). ``num_rows=P_max`` (e.g. :func:`max_rows`) gives a buffer of
+    static size: nothing is read back from the device (no host sync; it runs on the ``meta``
+    device), rows past offsets[E] are padding owned by the last expert, and the indices are
+    trusted (validate them at the boundary once per step).
+    """
     if not isinstance(indices, torch.Tensor) or indices.dim() != 2:
         raise ValueError(f"indices must be an (N, k) integer tensor; got {_shape(indices)}")
     if indices.dtype.is_floating_point or indices.dtype == torch.bool:
@@ -68,11 +88,22 @@ def make_permutation(indices: torch.Tensor, num_experts: int, block_size: int = 
         raise ValueError(f"block_size must be a positive int; got {block_size!r}")
     n, k = indices.shape
     flat = indices.reshape(-1).long()  # (N·k,) assignment a = n·k + j
-    if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= num_experts):
-        raise ValueError(f"indices must lie in [0, num_experts={num_experts}); got values outside")
+    if num_rows is None:
+        if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= num_experts):
+            raise ValueError(
+                f"indices must lie in [0, num_experts={num_experts}); got values outside"
+            )
+    else:
+        cap = max_rows(flat.numel(), num_experts, block_size)
+        if not isinstance(num_rows, int) or num_rows < cap or num_rows % block_size:
+            raise ValueError(
+                f"num_rows must be a multiple of block_size={block_size} and >= max_rows = "
+                f"{cap} (N·k = {flat.numel()}, E = {num_experts}); got {num_rows!r}"
+            )
     dev = flat.device
     order = torch.argsort(flat, stable=True)  # assignments sorted by expert
-    counts = torch.bincount(flat, minlength=num_experts)  # (E,)
+    counts = torch.zeros(num_experts, dtype=torch.long, device=dev)
+    counts.scatter_add_(0, flat, torch.ones_like(flat))  # (E,), static shape (unlike bincount)
     padded = (counts + block_size - 1) // block_size * block_size  # (E,)
     offsets = torch.zeros(num_experts + 1, dtype=torch.long, device=dev)
     offsets[1:] = torch.cumsum(padded, 0)
@@ -81,11 +112,14 @@ def make_permutation(indices: torch.Tensor, num_experts: int, block_size: int = 
     rank = torch.arange(flat.numel(), device=dev) - starts[sorted_e]  # position inside segment
     dest = torch.empty_like(flat)
     dest[order] = offsets[sorted_e] + rank
-    num_rows = int(offsets[-1])
+    if num_rows is None:
+        num_rows = int(offsets[-1])
     src_token = torch.full((num_rows,), -1, dtype=torch.long, device=dev)
     src_token[dest] = torch.arange(flat.numel(), device=dev) // k
-    block_expert = torch.repeat_interleave(
-        torch.arange(num_experts, device=dev), padded // block_size
+    # expert of each block: the segment whose [offsets[e], offsets[e+1]) holds its first row
+    block_start = torch.arange(0, num_rows, block_size, device=dev)
+    block_expert = torch.searchsorted(offsets[1:], block_start, right=True).clamp_(
+        max=num_experts - 1
     )
     return Permutation(
         dest=dest.view(n, k),

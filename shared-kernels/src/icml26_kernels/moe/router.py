@@ -13,8 +13,13 @@ The Triton kernel streams over the experts in tiles of ``BLOCK_E``: a tile of lo
 with ``tl.dot`` (``input_precision="ieee"``: the paper found TF32 unstable for routing), merged
 into a running top-k kept in registers, and dropped. The (G, N, E) logits are never written to
 memory. The merge takes k rounds of "largest head of the two candidate lists"; ties go to the
-lower expert index (the paper packs (score, index) into one uint64 key; two reductions per round
-give the same order and read more plainly).
+**higher** expert index, the order of the paper's packed uint64 key (monotone score << 32 | index),
+kept here as two reductions per round. The reference uses the same order (a stable sort, since
+``torch.topk`` leaves ties unspecified). A row with a NaN / inf logit raises ``ValueError`` on
+both paths (the kernel flags the row; it never returns an out-of-range index).
+
+Precision: logits, bias and gates are fp32 (fp64 for fp64 inputs) on both paths, with autocast
+off, whatever dtype x and the weight arrive in (the paper's router is fp32, IEEE dots).
 
 Backward (gates depend on the k selected logits only, the selection is piecewise constant):
 
@@ -38,17 +43,54 @@ __all__ = ["topk_router", "topk_router_ref"]
 # torch reference
 # --------------------------------------------------------------------------------------------
 def topk_router_ref(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, k: int
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    k: int,
+    *,
+    check_finite: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference router: materializes the logits. Returns (indices int64, gates), both (..., N, k)."""
+    """Reference router: materializes the logits. Returns (indices int64, gates), both (..., N, k).
+
+    Computed in fp32 (fp64 if an input is fp64) with autocast off, whatever the input dtype.
+    Ties go to the **higher** expert index, as in the paper's packed (score, index) key.
+    """
     x3, w3, b2, squeeze = _normalize(x, weight, bias, k)
-    logits = torch.matmul(x3, w3)  # (G, N, E)
-    scores = logits if b2 is None else logits + b2[:, None, :].to(logits.dtype)
-    idx = torch.topk(scores, k, dim=-1).indices  # (G, N, k)
+    dt = _router_dtype(x3, w3)
+    with torch.autocast(device_type=x3.device.type, enabled=False):
+        logits = torch.matmul(x3.to(dt), w3.to(dt))  # (G, N, E)
+    if check_finite:
+        _check_finite(logits)
+    scores = logits if b2 is None else logits + b2[:, None, :].to(dt)
+    idx = _topk_high_index_ties(scores, k)  # (G, N, k)
     gates = torch.softmax(torch.gather(logits, -1, idx), dim=-1)  # (G, N, k)
     if squeeze:
         return idx[0], gates[0]
     return idx, gates
+
+
+def _router_dtype(x: torch.Tensor, w: torch.Tensor) -> torch.dtype:
+    """fp32, or fp64 when an input is fp64: the router never runs in half precision."""
+    return torch.float64 if torch.float64 in (x.dtype, w.dtype) else torch.float32
+
+
+def _topk_high_index_ties(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """top-k along the last dim, descending; equal scores ordered by decreasing expert index.
+
+    ``torch.topk`` leaves the order of ties unspecified; a stable sort of the expert-reversed
+    scores makes it the paper's (its uint64 key (score << 32 | index) prefers the higher index).
+    """
+    e = scores.shape[-1]
+    order = torch.sort(scores.flip(-1), dim=-1, descending=True, stable=True).indices[..., :k]
+    return (e - 1) - order
+
+
+def _check_finite(logits: torch.Tensor) -> None:
+    if not bool(torch.isfinite(logits).all()):
+        raise ValueError(
+            "router logits x·weight are not finite (NaN or inf in x or weight); "
+            "check the inputs and the training for divergence"
+        )
 
 
 def _normalize(x, weight, bias, k):
@@ -94,7 +136,7 @@ if triton_installed():
 
     @triton.jit
     def _router_fwd_kernel(
-        X,  # (G, N, D) tokens, fp32
+        X,  # (G, N, D) tokens, any float dtype, any strides (upcast to fp32 in registers)
         W,  # (G, D, E) router weights, fp32
         Bias,  # (G, E) selection bias, fp32 (unused when HAS_BIAS is False)
         Idx,  # (G, N, K) out: selected experts, int32
@@ -102,6 +144,9 @@ if triton_installed():
         N,
         D,
         E,
+        sxg,  # x strides (group, token, feature): a transposed view is read in place
+        sxn,
+        sxd,
         HAS_BIAS: tl.constexpr,
         K: tl.constexpr,
         K_PAD: tl.constexpr,  # next power of two >= K
@@ -119,6 +164,7 @@ if triton_installed():
         run_s = tl.full((BLOCK_N, K_PAD), neg_inf, tl.float32)
         run_l = tl.zeros((BLOCK_N, K_PAD), tl.float32)
         run_i = tl.zeros((BLOCK_N, K_PAD), tl.int32) + E
+        finite = tl.full((BLOCK_N,), 1, tl.int32)  # 0 once a row has met a NaN / inf logit
         for e0 in range(0, E, BLOCK_E):
             ecols = e0 + tl.arange(0, BLOCK_E)
             e_ok = ecols < E
@@ -127,16 +173,18 @@ if triton_installed():
                 dcols = d0 + tl.arange(0, BLOCK_D)
                 d_ok = dcols < D
                 x = tl.load(
-                    X + g * N * D + rows[:, None] * D + dcols[None, :],
+                    X + g * sxg + rows[:, None] * sxn + dcols[None, :] * sxd,
                     mask=row_ok[:, None] & d_ok[None, :],
                     other=0.0,
-                )
+                ).to(tl.float32)
                 w = tl.load(
                     W + g * D * E + dcols[:, None] * E + ecols[None, :],
                     mask=d_ok[:, None] & e_ok[None, :],
                     other=0.0,
                 )
                 logits += tl.dot(x, w, input_precision="ieee")
+            bad = (logits != logits) | (tl.abs(logits) == float("inf"))
+            finite = finite & (tl.max(tl.where(bad & e_ok[None, :], 1, 0), axis=1) == 0)
             scores = logits
             if HAS_BIAS:
                 b = tl.load(Bias + g * E + ecols, mask=e_ok, other=0.0)
@@ -149,9 +197,9 @@ if triton_installed():
             new_i = tl.zeros((BLOCK_N, K_PAD), tl.int32) + E
             for j in tl.static_range(K):
                 best = tl.maximum(tl.max(run_s, axis=1), tl.max(scores, axis=1))  # (BLOCK_N,)
-                from_run = tl.min(tl.where(run_s == best[:, None], run_i, E), axis=1)
-                from_tile = tl.min(tl.where(scores == best[:, None], tile_i, E), axis=1)
-                sel = tl.minimum(from_run, from_tile)  # lowest expert index among ties
+                from_run = tl.max(tl.where(run_s == best[:, None], run_i, -1), axis=1)
+                from_tile = tl.max(tl.where(scores == best[:, None], tile_i, -1), axis=1)
+                sel = tl.maximum(from_run, from_tile)  # highest expert index among ties
                 in_run = run_i == sel[:, None]
                 in_tile = tile_i == sel[:, None]
                 sel_l = tl.sum(tl.where(in_run, run_l, 0.0), axis=1) + tl.sum(
@@ -173,12 +221,13 @@ if triton_installed():
         gates = p / tl.sum(p, axis=1)[:, None]
         out = g * N * K + rows[:, None] * K + kcols[None, :]
         omask = row_ok[:, None] & k_ok[None, :]
+        run_i = tl.where(finite[:, None] != 0, run_i, -1)  # -1 marks a non-finite row
         tl.store(Idx + out, run_i, mask=omask)
         tl.store(Gates + out, gates, mask=omask)
 
     @triton.jit
     def _router_bwd_kernel(
-        X,  # (G, N, D) tokens, fp32
+        X,  # (G, N, D) tokens, any float dtype, any strides
         W,  # (G, D, E) router weights, fp32
         Idx,  # (G, N, K) selected experts, int32
         Gates,  # (G, N, K) gates from the forward, fp32
@@ -188,6 +237,9 @@ if triton_installed():
         N,
         D,
         E,
+        sxg,
+        sxn,
+        sxd,
         K: tl.constexpr,
         K_PAD: tl.constexpr,
         BLOCK_N: tl.constexpr,
@@ -206,7 +258,9 @@ if triton_installed():
         for d0 in range(0, D, BLOCK_D):
             dcols = d0 + tl.arange(0, BLOCK_D)
             m2 = row_ok[:, None] & (dcols[None, :] < D)
-            x = tl.load(X + g * N * D + rows[:, None] * D + dcols[None, :], mask=m2, other=0.0)
+            x = tl.load(
+                X + g * sxg + rows[:, None] * sxn + dcols[None, :] * sxd, mask=m2, other=0.0
+            ).to(tl.float32)
             dx = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
             for j in tl.static_range(K):
                 e_j = tl.load(Idx + kbase + j, mask=row_ok, other=0)
@@ -243,6 +297,7 @@ def _router_fwd_triton(x3, w3, b2, k):
         N,
         D,
         E,
+        *x3.stride(),
         HAS_BIAS=b2 is not None,
         K=k,
         K_PAD=k_pad,
@@ -257,7 +312,7 @@ def _router_bwd_triton(x3, w3, idx, gates, dgates):
     G, N, D = x3.shape
     E = w3.shape[2]
     k = idx.shape[2]
-    dx = torch.empty_like(x3)
+    dx = torch.empty((G, N, D), dtype=torch.float32, device=x3.device)
     dw = torch.zeros_like(w3)
     block_n = 16
     block_d = max(16, min(64, _next_pow2(D)))
@@ -273,6 +328,7 @@ def _router_bwd_triton(x3, w3, idx, gates, dgates):
         N,
         D,
         E,
+        *x3.stride(),
         K=k,
         K_PAD=_next_pow2(k),
         BLOCK_N=block_n,
@@ -283,11 +339,13 @@ def _router_bwd_triton(x3, w3, idx, gates, dgates):
 
 class _FusedRouter(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x3, w3, b2, k):
-        xf = x3.detach().float().contiguous()
-        wf = w3.detach().float().contiguous()
+    def forward(ctx, x3, w3, b2, k, check_finite):
+        xf = x3.detach()  # read in place by the kernel (strides, upcast in registers): no copy
+        wf = w3.detach().float().contiguous()  # the fp32 router weights: no copy
         bf = None if b2 is None else b2.detach().float().contiguous()
         idx, gates = _router_fwd_triton(xf, wf, bf, k)
+        if check_finite and bool((idx < 0).any()):  # the kernel flags non-finite rows with -1
+            _check_finite(torch.tensor(float("nan")))
         ctx.save_for_backward(xf, wf, idx, gates)
         ctx.dtypes = (x3.dtype, w3.dtype)
         ctx.mark_non_differentiable(idx)
@@ -297,9 +355,9 @@ class _FusedRouter(torch.autograd.Function):
     def backward(ctx, _didx, dgates):
         xf, wf, idx, gates = ctx.saved_tensors
         if dgates is None:
-            return None, None, None, None
+            return None, None, None, None, None
         dx, dw = _router_bwd_triton(xf, wf, idx, gates, dgates.float().contiguous())
-        return dx.to(ctx.dtypes[0]), dw.to(ctx.dtypes[1]), None, None
+        return dx.to(ctx.dtypes[0]), dw.to(ctx.dtypes[1]), None, None, None
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,6 +370,7 @@ def topk_router(
     *,
     k: int,
     backend: str = "auto",
+    check_finite: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k routing with the aux-loss-free selection bias; differentiable in ``x`` and ``weight``.
 
@@ -323,6 +382,9 @@ def topk_router(
         k: experts per token.
         backend: ``"auto"``, ``"triton"`` or ``"torch"``, passed to
             :func:`icml26_kernels.select_backend` as ``prefer``.
+        check_finite: raise ``ValueError`` on NaN / inf logits (one device-to-host read).
+            With False nothing is read back: a non-finite row gets index -1 (Triton) or an
+            arbitrary expert (torch) and NaN gates, so the NaN reaches the loss.
 
     Returns:
         ``(indices, gates)``: int64 expert ids and gates = softmax over the k clean logits, each
@@ -331,9 +393,9 @@ def topk_router(
     x3, w3, b2, squeeze = _normalize(x, weight, bias, k)
     choice = select_backend(x.device, prefer=backend)
     if choice.backend == "torch":
-        idx, gates = topk_router_ref(x3, w3, b2, k)
+        idx, gates = topk_router_ref(x3, w3, b2, k, check_finite=check_finite)
     else:
-        idx, gates = _FusedRouter.apply(x3, w3, b2, k)
+        idx, gates = _FusedRouter.apply(x3, w3, b2, k, check_finite)
         idx = idx.long()
     if squeeze:
         return idx[0], gates[0]
