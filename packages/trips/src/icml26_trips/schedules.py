@@ -204,7 +204,7 @@ def bernstein_schedule(
 
 
 def fit_bernstein(
-    values: torch.Tensor, lo: float, hi: float, degree: int = 25, *, iters: int = 200
+    values: torch.Tensor, lo: float, hi: float, degree: int = 25, *, iters: int = 500
 ) -> torch.Tensor:
     """Least-squares Bernstein fit of a schedule, coefficients kept in ``(0, 1)``.
 
@@ -222,7 +222,9 @@ def fit_bernstein(
     grev = np.linspace(0.0, 1.0, degree + 1)
     init = torch.from_numpy(np.interp(grev, u.numpy(), target.numpy()))
     theta = torch.logit(init.clamp(1e-4, 1 - 1e-4)).requires_grad_(True)
-    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=iters, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [theta], lr=1.0, max_iter=iters, tolerance_grad=1e-12, tolerance_change=1e-14, line_search_fn="strong_wolfe"
+    )
 
     def closure() -> torch.Tensor:
         opt.zero_grad()
