@@ -46,7 +46,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from icml26_trips import (
     BernsteinBetaPolicy,
     FlowDPSSampler,
@@ -102,8 +101,13 @@ class Toy:
         cs = torch.arange(n) % self.classes
         xs = torch.cat([self.true.sample(1, cond=int(c), generator=g) for c in cs])
         ys = self.op(xs) + self.sigma_y * torch.randn(n, self.m, generator=g, dtype=D)
-        posts = [self.true.posterior(self.matrix, ys[i], self.sigma_y, cond=int(cs[i])) for i in range(n)]
-        refs = [p.sample(self.P, torch.Generator().manual_seed(1000 * seed + i)) for i, p in enumerate(posts)]
+        posts = [
+            self.true.posterior(self.matrix, ys[i], self.sigma_y, cond=int(cs[i])) for i in range(n)
+        ]
+        refs = [
+            p.sample(self.P, torch.Generator().manual_seed(1000 * seed + i))
+            for i, p in enumerate(posts)
+        ]
         full_w = []
         for i, p in enumerate(posts):
             w = torch.zeros(self.K, dtype=D)
@@ -111,13 +115,22 @@ class Toy:
             full_w.append(w)
         return {"c": cs, "y": ys, "refs": refs, "w": full_w, "n": n}
 
-    def run(self, split: str, schedule: TriadicSchedule, seed: int, particles: int | None = None, trace=None):
+    def run(
+        self,
+        split: str,
+        schedule: TriadicSchedule,
+        seed: int,
+        particles: int | None = None,
+        trace=None,
+    ):
         """Sample ``particles`` per instance; schedules ``(nfe,)`` or ``(nfe, n * P)``."""
         inst, p = self.splits[split], particles or self.P
         sampler = FlowDPSSampler(self.model.velocity, self.op, sigma_y=self.sigma_y)
         y = inst["y"].repeat_interleave(p, 0)
         cond = inst["c"].repeat_interleave(p)
-        return sampler.sample(y, schedule, torch.Generator().manual_seed(seed), cond=cond, trace=trace)
+        return sampler.sample(
+            y, schedule, torch.Generator().manual_seed(seed), cond=cond, trace=trace
+        )
 
     def metrics(self, split: str, x: torch.Tensor, particles: int | None = None) -> dict:
         """Per-instance SW, wrong-component rate and normalised final residual (lists)."""
@@ -126,7 +139,9 @@ class Toy:
         for i in range(inst["n"]):
             xi = x[i * p : (i + 1) * p]
             ref = inst["refs"][i][:p]
-            sw.append(float(sliced_wasserstein(xi, ref, 128, generator=torch.Generator().manual_seed(7))))
+            sw.append(
+                float(sliced_wasserstein(xi, ref, 128, generator=torch.Generator().manual_seed(7)))
+            )
             wrong.append(float((inst["w"][i][self.true.component_of(xi)] < 0.01).to(D).mean()))
             r = (self.op(xi) - inst["y"][i]).norm(dim=1) / (self.sigma_y * math.sqrt(self.m))
             resid.append(float(r.mean()))
@@ -135,27 +150,41 @@ class Toy:
 
 def constant_grid(nfe: int) -> dict[str, TriadicSchedule]:
     grid = itertools.product((1.0, 3.0, 10.0, 30.0), (1.0, 3.0, 6.0, 12.0), (0.0, 0.25, 0.5, 1.0))
-    return {f"beta={b:g},cfg={lam:g},eta={e:g}": TriadicSchedule.constant(nfe, cfg=lam, dc=b, eta=e) for b, lam, e in grid}
+    return {
+        f"beta={b:g},cfg={lam:g},eta={e:g}": TriadicSchedule.constant(nfe, cfg=lam, dc=b, eta=e)
+        for b, lam, e in grid
+    }
 
 
 def template_grid(nfe: int) -> dict[str, TriadicSchedule]:
     out = {}
     for dc, cfg, sto, b0 in itertools.product(SHAPES, SHAPES, SHAPES, (10.0, 30.0)):
         out[f"dc={dc}({b0:g}->{b0 / 10:g}),cfg={cfg}(1->12),eta={sto}(1->0)"] = make_template(
-            dc=dc, cfg=cfg, sto=sto, dc_range=(b0, b0 / 10), cfg_range=(1.0, 12.0), eta_range=(1.0, 0.0), nfe=nfe
+            dc=dc,
+            cfg=cfg,
+            sto=sto,
+            dc_range=(b0, b0 / 10),
+            cfg_range=(1.0, 12.0),
+            eta_range=(1.0, 0.0),
+            nfe=nfe,
         )
     return out
 
 
 def tune(toy: Toy, grid: dict[str, TriadicSchedule], seed: int) -> tuple[str, float]:
-    scores = {name: sum(toy.metrics("tune", toy.run("tune", s, seed))["sw"]) / toy.splits["tune"]["n"] for name, s in grid.items()}
+    scores = {
+        name: sum(toy.metrics("tune", toy.run("tune", s, seed))["sw"]) / toy.splits["tune"]["n"]
+        for name, s in grid.items()
+    }
     best = min(scores, key=lambda n: (scores[n], n))
     return best, scores[best]
 
 
 def expand(schedule: TriadicSchedule, reps: int) -> TriadicSchedule:
     """(nfe, G) -> (nfe, n * G * P) laid out as instance-major, then group, then particle."""
-    return TriadicSchedule(*(t.repeat_interleave(reps, 1) for t in (schedule.cfg, schedule.dc, schedule.eta)))
+    return TriadicSchedule(
+        *(t.repeat_interleave(reps, 1) for t in (schedule.cfg, schedule.dc, schedule.eta))
+    )
 
 
 def run_grpo(toy: Toy, start: TriadicSchedule, iterations: int, particles: int, seed: int):
@@ -170,14 +199,21 @@ def run_grpo(toy: Toy, start: TriadicSchedule, iterations: int, particles: int, 
     cond = inst["c"].repeat_interleave(g_size * particles)
 
     def reward_fn(schedules: TriadicSchedule, it: int) -> torch.Tensor:
-        sched = TriadicSchedule(*(t.repeat_interleave(particles, 1).repeat(1, n) for t in (schedules.cfg, schedules.dc, schedules.eta)))
+        sched = TriadicSchedule(
+            *(
+                t.repeat_interleave(particles, 1).repeat(1, n)
+                for t in (schedules.cfg, schedules.dc, schedules.eta)
+            )
+        )
         x = sampler.sample(y, sched, torch.Generator().manual_seed(10_000 + it), cond=cond)
         x = x.reshape(n, g_size, particles, -1)
         r = torch.empty(g_size, n, dtype=D)
         for i in range(n):
             for gi in range(g_size):
                 ref = inst["refs"][i][:particles]
-                r[gi, i] = -sliced_wasserstein(x[i, gi], ref, 64, generator=torch.Generator().manual_seed(it))
+                r[gi, i] = -sliced_wasserstein(
+                    x[i, gi], ref, 64, generator=torch.Generator().manual_seed(it)
+                )
         return r
 
     cfg = GRPOConfig(iterations=iterations, group_size=g_size)
@@ -231,13 +267,17 @@ def write_readme(full: dict) -> None:
     ]
     text = README.read_text()
     block = "<!-- results:start -->\n" + "\n".join(lines) + "\n<!-- results:end -->"
-    README.write_text(re.sub(r"<!-- results:start -->.*<!-- results:end -->", lambda _: block, text, flags=re.S))
+    README.write_text(
+        re.sub(r"<!-- results:start -->.*<!-- results:end -->", lambda _: block, text, flags=re.S)
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="the committed table (~1 min on one core)")
-    p.add_argument("--table", action="store_true", help="only rewrite the README from reproduce.json")
+    p.add_argument(
+        "--table", action="store_true", help="only rewrite the README from reproduce.json"
+    )
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     if args.table:
@@ -266,13 +306,17 @@ def main() -> None:
     best_tmpl, st = tune(toy, tmpl_grid, tune_seed)
     log(f"template: {best_tmpl} (tune SW {st:.3f}) [{time.time() - t0:.0f}s]")
     template = tmpl_grid[best_tmpl]
-    policy, hist = run_grpo(toy, template, setup["grpo_iterations"], setup["grpo_particles"], seed=5)
+    policy, hist = run_grpo(
+        toy, template, setup["grpo_iterations"], setup["grpo_particles"], seed=5
+    )
     grpo_sched = policy.mean_schedule()
     tune_sw = {
         name: sum(toy.metrics("tune", toy.run("tune", s, tune_seed))["sw"]) / setup["n_tune"]
         for name, s in (("template", template), ("grpo", grpo_sched))
     }
-    log(f"grpo: tune SW template {tune_sw['template']:.3f} -> grpo {tune_sw['grpo']:.3f} [{time.time() - t0:.0f}s]")
+    log(
+        f"grpo: tune SW template {tune_sw['template']:.3f} -> grpo {tune_sw['grpo']:.3f} [{time.time() - t0:.0f}s]"
+    )
     arms = {
         "no_dc": TriadicSchedule.constant(nfe),
         "constant": const_grid[best_const],
@@ -281,7 +325,11 @@ def main() -> None:
         "template, CFG reversed (early high)": reverse_cfg(template),
         "template, eta = 0": no_eta(template),
     }
-    chosen = {"constant": best_const, "template": best_tmpl, "grpo": "Bernstein-Beta mean after GRPO"}
+    chosen = {
+        "constant": best_const,
+        "template": best_tmpl,
+        "grpo": "Bernstein-Beta mean after GRPO",
+    }
     per_run: dict[str, dict] = {arm: {"sw": [], "wrong": [], "resid": []} for arm in arms}
     steps = [0, 7, 14, 21, 27]
     trajectory = {}
@@ -309,7 +357,9 @@ def main() -> None:
             summary[arm]["sw_minus_constant"] = t_interval(sw - base)
             summary[arm]["wins_vs_constant"] = int((sw < base).sum())
     tmpl_sw = torch.tensor(per_run["template"]["sw"], dtype=D)
-    summary["grpo"]["sw_minus_template"] = t_interval(torch.tensor(per_run["grpo"]["sw"], dtype=D) - tmpl_sw)
+    summary["grpo"]["sw_minus_template"] = t_interval(
+        torch.tensor(per_run["grpo"]["sw"], dtype=D) - tmpl_sw
+    )
     seconds = round(time.time() - t0, 1)
     full = {
         "package": "trips",

@@ -12,7 +12,6 @@ from diffusers import (  # noqa: E402
     SD3Transformer2DModel,
     StableDiffusion3Pipeline,
 )
-
 from icml26_trips import Inpainting, TriadicSchedule, make_template  # noqa: E402
 from icml26_trips.diffusers_integration import SD3TriPSSampler, TriPSGuidanceCallback  # noqa: E402
 
@@ -74,7 +73,9 @@ def test_wrapper_equals_the_sd3_pipeline_at_constant_guidance(pipe):
 def test_callback_sets_per_step_guidance(pipe):
     """Pipeline + TriPSGuidanceCallback == our sampler with the same (varying) CFG schedule."""
     latents = torch.randn(B, C, H, H, generator=torch.Generator().manual_seed(4))
-    sched = make_template(cfg="exponential", cfg_range=(1.0, 7.0), dc_range=(0.0, 0.0), eta_range=(0.0, 0.0), nfe=6)
+    sched = make_template(
+        cfg="exponential", cfg_range=(1.0, 7.0), dc_range=(0.0, 0.0), eta_range=(0.0, 0.0), nfe=6
+    )
     cb = TriPSGuidanceCallback(sched)
     assert cb.initial_guidance_scale == pytest.approx(1.0, abs=1e-5)
     ref = run_pipeline(pipe, latents, cb.initial_guidance_scale, callback=cb)
@@ -105,8 +106,17 @@ def test_dc_through_the_vae_reduces_the_residual(pipe):
     sampler = SD3TriPSSampler.from_pipeline(pipe, op, sigma_y=0.03, inner_steps=2)
     residual = {}
     for beta in (0.0, 30.0):
-        sched = make_template(dc_range=(beta, beta / 3), cfg_range=(1.0, 1.0), eta_range=(0.5, 0.0), nfe=6)
-        z = sampler.sample(y, sched, prompt_embeds=pe, pooled_prompt_embeds=pp, latents=latents, generator=torch.Generator().manual_seed(8))
+        sched = make_template(
+            dc_range=(beta, beta / 3), cfg_range=(1.0, 1.0), eta_range=(0.5, 0.0), nfe=6
+        )
+        z = sampler.sample(
+            y,
+            sched,
+            prompt_embeds=pe,
+            pooled_prompt_embeds=pp,
+            latents=latents,
+            generator=torch.Generator().manual_seed(8),
+        )
         with torch.no_grad():
             residual[beta] = float((op(sampler.decode(z)) - y).norm())
     assert residual[30.0] < 0.8 * residual[0.0], residual

@@ -3,7 +3,6 @@ import math
 
 import pytest
 import torch
-
 from icml26_trips import (
     BernsteinBetaPolicy,
     GRPOConfig,
@@ -56,7 +55,9 @@ def test_clipping_stops_the_gradient_outside_the_trust_region():
     ref = copy.deepcopy(pi).requires_grad_(False)
     coeffs = pi.sample(2, torch.Generator().manual_seed(4))
     with torch.no_grad():
-        logp_old = pi.log_prob(coeffs) - 1.0  # pretend the old policy was far less likely: r = e > 1.2
+        logp_old = (
+            pi.log_prob(coeffs) - 1.0
+        )  # pretend the old policy was far less likely: r = e > 1.2
     adv = torch.tensor([1.0, 1.0], dtype=D)  # positive advantage, ratio above 1 + eps -> clipped
     loss, stats = grpo_loss(pi, ref, coeffs, logp_old, adv, kl_coef=0.0)
     assert bool((stats["ratio"] > 1.2).all())
@@ -71,8 +72,12 @@ def test_clipping_stops_the_gradient_outside_the_trust_region():
 def test_group_advantages():
     r = torch.tensor([[1.0, 5.0], [3.0, 5.0], [2.0, 5.0]], dtype=D)
     a = group_advantages(r)
-    torch.testing.assert_close(a[:, 0], torch.tensor([-1.0, 1.0, 0.0], dtype=D) / math.sqrt(2 / 3), rtol=1e-6, atol=0)
-    torch.testing.assert_close(a[:, 1], torch.zeros(3, dtype=D))  # all-equal rewards carry no signal
+    torch.testing.assert_close(
+        a[:, 0], torch.tensor([-1.0, 1.0, 0.0], dtype=D) / math.sqrt(2 / 3), rtol=1e-6, atol=0
+    )
+    torch.testing.assert_close(
+        a[:, 1], torch.zeros(3, dtype=D)
+    )  # all-equal rewards carry no signal
     with pytest.raises(ValueError, match="G >= 2"):
         group_advantages(torch.ones(1, 3))
     with pytest.raises(ValueError, match="finite"):
@@ -82,17 +87,29 @@ def test_group_advantages():
 def test_grpo_solves_a_bandit_with_known_optimum():
     """Reward = -||schedule - target||^2 with the target inside the Bernstein family."""
     bounds = ScheduleBounds()
-    target_c = torch.tensor([[0.1, 0.3, 0.6, 0.9], [0.9, 0.7, 0.3, 0.1], [0.8, 0.5, 0.2, 0.05]], dtype=D)
+    target_c = torch.tensor(
+        [[0.1, 0.3, 0.6, 0.9], [0.9, 0.7, 0.3, 0.1], [0.8, 0.5, 0.2, 0.05]], dtype=D
+    )
     target = bernstein_schedule(target_c, bounds, 12)
-    scale = {n: bounds.__getattribute__(n)[1] - bounds.__getattribute__(n)[0] for n in ("cfg", "dc", "eta")}
+    scale = {
+        n: bounds.__getattribute__(n)[1] - bounds.__getattribute__(n)[0]
+        for n in ("cfg", "dc", "eta")
+    }
 
     def reward_fn(s, it):  # (nfe, G) -> (G,)
-        err = sum((((getattr(s, n) - getattr(target, n)[:, None]) / scale[n]) ** 2).mean(0) for n in scale)
+        err = sum(
+            (((getattr(s, n) - getattr(target, n)[:, None]) / scale[n]) ** 2).mean(0) for n in scale
+        )
         return -err
 
     pi = BernsteinBetaPolicy(torch.full((3, 4), 0.5, dtype=D), kappa=50.0, bounds=bounds, nfe=12)
     err0 = float((pi.mean.detach() - target_c).abs().max())
-    hist = train_grpo(pi, reward_fn, GRPOConfig(iterations=150, group_size=8, lr=0.05, kl_coef=0.0), torch.Generator().manual_seed(5))
+    hist = train_grpo(
+        pi,
+        reward_fn,
+        GRPOConfig(iterations=150, group_size=8, lr=0.05, kl_coef=0.0),
+        torch.Generator().manual_seed(5),
+    )
     err1 = float((pi.mean.detach() - target_c).abs().max())
     assert err1 < 0.3 * err0, (err0, err1)
     assert sum(hist.mean_reward[-10:]) > 0.3 * sum(hist.mean_reward[:10])  # error down > 3x
@@ -100,14 +117,25 @@ def test_grpo_solves_a_bandit_with_known_optimum():
 
 def test_kl_anchor_holds_the_policy_back():
     """With a large KL coefficient the policy stays near the reference."""
+
     def reward_fn(s, it):
         return s.cfg.mean(0)  # push CFG up
 
     free, anchored = policy(seed=6), policy(seed=6)
     cfg = GRPOConfig(iterations=30, group_size=6, lr=0.05)
-    train_grpo(free, reward_fn, GRPOConfig(**{**cfg.__dict__, "kl_coef": 0.0}), torch.Generator().manual_seed(7))
+    train_grpo(
+        free,
+        reward_fn,
+        GRPOConfig(**{**cfg.__dict__, "kl_coef": 0.0}),
+        torch.Generator().manual_seed(7),
+    )
     start = policy(seed=6).mean.detach()
-    train_grpo(anchored, reward_fn, GRPOConfig(**{**cfg.__dict__, "kl_coef": 10.0}), torch.Generator().manual_seed(7))
+    train_grpo(
+        anchored,
+        reward_fn,
+        GRPOConfig(**{**cfg.__dict__, "kl_coef": 10.0}),
+        torch.Generator().manual_seed(7),
+    )
     moved_free = float((free.mean.detach() - start).abs().sum())
     moved_anchor = float((anchored.mean.detach() - start).abs().sum())
     assert moved_anchor < 0.5 * moved_free

@@ -2,7 +2,6 @@ import math
 
 import pytest
 import torch
-
 from icml26_trips import psnr, sliced_wasserstein, ssim
 
 

@@ -1,7 +1,13 @@
 import pytest
 import torch
-
-from icml26_trips import Blur, Inpainting, MatrixOperator, SuperResolution, gaussian_kernel, motion_kernel
+from icml26_trips import (
+    Blur,
+    Inpainting,
+    MatrixOperator,
+    SuperResolution,
+    gaussian_kernel,
+    motion_kernel,
+)
 
 D = torch.float64
 
@@ -45,7 +51,9 @@ def test_pinv_matches_dense_solve(name, eta):
     op = operators()[name]
     a = dense(op)
     y = torch.randn(2, *op.out_shape, generator=torch.Generator().manual_seed(2), dtype=D)
-    expected = torch.linalg.solve(a.T @ a + eta * torch.eye(a.shape[1], dtype=D), a.T @ y.reshape(2, -1).T).T
+    expected = torch.linalg.solve(
+        a.T @ a + eta * torch.eye(a.shape[1], dtype=D), a.T @ y.reshape(2, -1).T
+    ).T
     op.cg_iters = 200
     torch.testing.assert_close(op.pinv(y, eta).reshape(2, -1), expected, rtol=1e-6, atol=1e-8)
 

@@ -2,11 +2,9 @@ import math
 
 import pytest
 import torch
-
 from icml26_trips import (
     FlowDPSSampler,
     GaussianMixturePrior,
-    Inpainting,
     MatrixOperator,
     TriadicSchedule,
     flow_sigmas,
@@ -27,10 +25,17 @@ def mixture(leak=0.0, seed=0, d=4):
 
 def mlp_velocity(d=6, seed=0):
     g = torch.Generator().manual_seed(seed)
-    w1, w2 = torch.randn(d + 2, 16, generator=g, dtype=D) / 3, torch.randn(16, d, generator=g, dtype=D) / 4
+    w1, w2 = (
+        torch.randn(d + 2, 16, generator=g, dtype=D) / 3,
+        torch.randn(16, d, generator=g, dtype=D) / 4,
+    )
 
     def v(z, sigma, cond):
-        c = torch.zeros_like(sigma) if cond is None else torch.as_tensor(cond, dtype=D).expand_as(sigma)
+        c = (
+            torch.zeros_like(sigma)
+            if cond is None
+            else torch.as_tensor(cond, dtype=D).expand_as(sigma)
+        )
         h = torch.tanh(torch.cat([z, sigma[:, None], c[:, None]], 1) @ w1)
         return h @ w2
 
@@ -88,7 +93,9 @@ def test_dc_step_is_normalised_residual_gradient():
     # at sigma = 1 the loss is the back-projected residual ||A+ A x - A+ y|| (pinv branch)
     loss = sampler.dc_loss(x0, y, 1.0)
     ap = MatrixOperator(a).pinv
-    torch.testing.assert_close(loss, (ap(x0 @ a.T, sampler.eta_reg) - ap(y, sampler.eta_reg)).norm(dim=1))
+    torch.testing.assert_close(
+        loss, (ap(x0 @ a.T, sampler.eta_reg) - ap(y, sampler.eta_reg)).norm(dim=1)
+    )
 
 
 def test_mixture_denoiser_matches_monte_carlo():
@@ -110,7 +117,9 @@ def test_single_gaussian_flow_is_the_affine_map():
     eps = torch.randn(50, 3, generator=torch.Generator().manual_seed(8), dtype=D)
     sigmas = flow_sigmas(400, 1.0)
     sigmas[-2] = 1e-4  # keep the last velocity call away from sigma = 0
-    out = FlowDPSSampler(prior.velocity, None, sigmas=sigmas).sample(None, TriadicSchedule.constant(400), z_init=eps)
+    out = FlowDPSSampler(prior.velocity, None, sigmas=sigmas).sample(
+        None, TriadicSchedule.constant(400), z_init=eps
+    )
     torch.testing.assert_close(out, mu + s * eps, rtol=0, atol=2e-2)
 
 
@@ -120,8 +129,14 @@ def test_unconditioned_sampler_reproduces_the_prior():
     ref2 = prior.sample(4000, cond=1, generator=torch.Generator().manual_seed(10))
     sampler = FlowDPSSampler(prior.velocity, None)
     cond = torch.ones(4000, dtype=torch.long)
-    x = sampler.sample(None, TriadicSchedule.constant(48), torch.Generator().manual_seed(11), cond=cond, shape=(4000, 4))
-    sw = lambda a, b: float(sliced_wasserstein(a, b, 256, torch.Generator().manual_seed(0)))  # noqa: E731
+    x = sampler.sample(
+        None,
+        TriadicSchedule.constant(48),
+        torch.Generator().manual_seed(11),
+        cond=cond,
+        shape=(4000, 4),
+    )
+    sw = lambda a, b: float(sliced_wasserstein(a, b, 256, torch.Generator().manual_seed(0)))
     assert sw(x, ref) < 1.5 * sw(ref2, ref)
     # class 1 only (components 2, 3), in the prior's 1.5 : 0.5 proportions
     comp = prior.component_of(x)
@@ -139,10 +154,14 @@ def test_posterior_closed_form_matches_importance_sampling():
     w = torch.softmax(-((x0 @ a.T - y) ** 2).sum(1) / (2 * 0.5**2), 0)
     assert float(1 / (w**2).sum()) > 2000  # effective sample size of the brute-force estimate
     comp = prior.component_of(x0)
-    torch.testing.assert_close(torch.stack([w[comp == k].sum() for k in (0, 1)]), post.weights, rtol=0.05, atol=0.02)
+    torch.testing.assert_close(
+        torch.stack([w[comp == k].sum() for k in (0, 1)]), post.weights, rtol=0.05, atol=0.02
+    )
     torch.testing.assert_close(post.weights @ post.means, w @ x0, rtol=0.05, atol=0.03)
     second_is = torch.einsum("n,ni,nj->ij", w, x0, x0)
-    second_cf = torch.einsum("k,kij->ij", post.weights, post.covs + post.means[:, :, None] * post.means[:, None, :])
+    second_cf = torch.einsum(
+        "k,kij->ij", post.weights, post.covs + post.means[:, :, None] * post.means[:, None, :]
+    )
     torch.testing.assert_close(second_cf, second_is, rtol=0.05, atol=0.05)
 
 
@@ -157,9 +176,19 @@ def test_posterior_approach_improves_with_nfe():
     cond = torch.zeros(1000, dtype=torch.long)
     sws = []
     for nfe in (7, 28, 112):
-        x = sampler.sample(y.expand(1000, 2), TriadicSchedule.constant(nfe, dc=0.5), torch.Generator().manual_seed(18), cond=cond)
+        x = sampler.sample(
+            y.expand(1000, 2),
+            TriadicSchedule.constant(nfe, dc=0.5),
+            torch.Generator().manual_seed(18),
+            cond=cond,
+        )
         sws.append(float(sliced_wasserstein(x, ref, 256, torch.Generator().manual_seed(0))))
-    prior_only = sampler.sample(y.expand(1000, 2), TriadicSchedule.constant(112), torch.Generator().manual_seed(18), cond=cond)
+    prior_only = sampler.sample(
+        y.expand(1000, 2),
+        TriadicSchedule.constant(112),
+        torch.Generator().manual_seed(18),
+        cond=cond,
+    )
     sw_prior = float(sliced_wasserstein(prior_only, ref, 256, torch.Generator().manual_seed(0)))
     assert sws[0] > sws[1] > sws[2], sws
     assert sws[2] < 0.5 * sw_prior, (sws, sw_prior)
@@ -170,8 +199,13 @@ def test_per_sample_schedules_equal_separate_runs():
     op = MatrixOperator(torch.randn(2, 4, generator=torch.Generator().manual_seed(19), dtype=D))
     y = torch.randn(2, 2, generator=torch.Generator().manual_seed(20), dtype=D)
     z0 = torch.randn(2, 4, generator=torch.Generator().manual_seed(21), dtype=D)
-    s1, s2 = make_template(nfe=6, dc_range=(2, 0.2)), TriadicSchedule.constant(6, cfg=2.0, dc=0.5, eta=0.0)
-    both = TriadicSchedule(*(torch.stack([getattr(s1, k), getattr(s2, k)], 1) for k in ("cfg", "dc", "eta")))
+    s1, s2 = (
+        make_template(nfe=6, dc_range=(2, 0.2)),
+        TriadicSchedule.constant(6, cfg=2.0, dc=0.5, eta=0.0),
+    )
+    both = TriadicSchedule(
+        *(torch.stack([getattr(s1, k), getattr(s2, k)], 1) for k in ("cfg", "dc", "eta"))
+    )
     sampler = FlowDPSSampler(prior.velocity, op)
     cond = torch.zeros(2, dtype=torch.long)
     out = sampler.sample(y, both, torch.Generator().manual_seed(0), cond=cond, z_init=z0)
@@ -196,13 +230,17 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="sigmas"):
         FlowDPSSampler(prior.velocity, op, sigmas=torch.tensor([1.0, 0.5, 0.6, 0.0]))
     with pytest.raises(ValueError, match="nfe=4 steps but sigmas"):
-        FlowDPSSampler(prior.velocity, op, sigmas=flow_sigmas(6)).sample(y, TriadicSchedule.constant(4))
+        FlowDPSSampler(prior.velocity, op, sigmas=flow_sigmas(6)).sample(
+            y, TriadicSchedule.constant(4)
+        )
     with pytest.raises(ValueError, match="per-sample schedule"):
         sampler.sample(y, TriadicSchedule(torch.ones(4, 2), torch.zeros(4, 2), torch.zeros(4, 2)))
     with pytest.raises(ValueError, match="batch sizes"):
         sampler.sample(y, TriadicSchedule.constant(4), z_init=torch.zeros(2, 4, dtype=D))
     with pytest.raises(ValueError, match="dc must be 0 without an operator"):
-        FlowDPSSampler(prior.velocity, None).sample(None, TriadicSchedule.constant(4, dc=1.0), shape=(2, 4))
+        FlowDPSSampler(prior.velocity, None).sample(
+            None, TriadicSchedule.constant(4, dc=1.0), shape=(2, 4)
+        )
     with pytest.raises(ValueError, match="sigma must be > 0"):
         prior.velocity(torch.zeros(1, 4, dtype=D), torch.zeros(1, dtype=D))
     with pytest.raises(ValueError, match="inner_steps"):

@@ -2,7 +2,6 @@ import math
 
 import pytest
 import torch
-
 from icml26_trips import (
     ScheduleBounds,
     TriadicSchedule,
@@ -32,8 +31,12 @@ def test_template_endpoints_and_monotone(shape, start, end):
 
 def test_warps_closed_form_and_curvature():
     u = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)
-    torch.testing.assert_close(phi_exp(u, 6.0)[1], torch.tensor((math.exp(3) - 1) / (math.exp(6) - 1), dtype=torch.float64))
-    torch.testing.assert_close(phi_log(u, 6.0)[1], torch.tensor(math.log(4) / math.log(7), dtype=torch.float64))
+    torch.testing.assert_close(
+        phi_exp(u, 6.0)[1], torch.tensor((math.exp(3) - 1) / (math.exp(6) - 1), dtype=torch.float64)
+    )
+    torch.testing.assert_close(
+        phi_log(u, 6.0)[1], torch.tensor(math.log(4) / math.log(7), dtype=torch.float64)
+    )
     # exponential lags the line, logarithm leads it
     assert phi_exp(u, 6.0)[1] < 0.5 < phi_log(u, 6.0)[1]
 
@@ -46,7 +49,9 @@ def test_make_template_triadic_trend_default_is_official_div2k_sr():
     torch.testing.assert_close(s.dc[[0, -1]], torch.tensor([300.0, 100.0], dtype=torch.float64))
     # log warp of eta uses alpha = 50: eta at u = 1/27
     u = 1 / 27
-    torch.testing.assert_close(s.eta[1], torch.tensor(1 - math.log1p(50 * u) / math.log1p(50), dtype=torch.float64))
+    torch.testing.assert_close(
+        s.eta[1], torch.tensor(1 - math.log1p(50 * u) / math.log1p(50), dtype=torch.float64)
+    )
 
 
 @pytest.mark.parametrize("degree", [0, 1, 5, 25])

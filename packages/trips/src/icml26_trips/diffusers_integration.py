@@ -37,14 +37,20 @@ class TriPSGuidanceCallback(PipelineCallback):
              callback_on_step_end=cb)
     """
 
-    tensor_inputs: list[str] = []  # type: ignore[assignment]
+    @property
+    def tensor_inputs(self) -> list[str]:
+        return []  # reads no tensors: only the guidance scale changes
 
     def __init__(self, schedule: TriadicSchedule):
         super().__init__(cutoff_step_ratio=1.0)
         if schedule.cfg.ndim != 1:
-            raise ValueError("schedule must hold one schedule (arrays of shape (nfe,)) for a pipeline")
+            raise ValueError(
+                "schedule must hold one schedule (arrays of shape (nfe,)) for a pipeline"
+            )
         if bool((schedule.cfg < 1).any()):
-            raise ValueError("schedule.cfg must be >= 1 for a diffusers pipeline (scale 1 = conditional only)")
+            raise ValueError(
+                "schedule.cfg must be >= 1 for a diffusers pipeline (scale 1 = conditional only)"
+            )
         self.schedule = schedule
         self.scales = [max(float(v), 1.0 + CFG_FLOOR) for v in schedule.cfg]
 
@@ -52,7 +58,9 @@ class TriPSGuidanceCallback(PipelineCallback):
     def initial_guidance_scale(self) -> float:
         return self.scales[0]
 
-    def callback_fn(self, pipeline, step_index: int, timestep, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
+    def callback_fn(
+        self, pipeline, step_index: int, timestep, callback_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         total = getattr(pipeline, "num_timesteps", None)
         if step_index == 0 and total is not None and total != self.schedule.nfe:
             raise ValueError(
@@ -76,7 +84,9 @@ class SD3TriPSSampler:
         **sampler_kwargs: ``sigma_y``, ``pinv_weight``, ``phi``, ``inner_steps`` of ``FlowDPSSampler``.
     """
 
-    def __init__(self, transformer, scheduler, operator: LinearOperator | None, *, vae=None, **sampler_kwargs):
+    def __init__(
+        self, transformer, scheduler, operator: LinearOperator | None, *, vae=None, **sampler_kwargs
+    ):
         self.transformer = transformer
         self.scheduler = scheduler
         self.operator = operator
@@ -84,9 +94,17 @@ class SD3TriPSSampler:
         self.sampler_kwargs = sampler_kwargs
 
     @classmethod
-    def from_pipeline(cls, pipe, operator: LinearOperator | None, *, decode: bool = True, **sampler_kwargs):
+    def from_pipeline(
+        cls, pipe, operator: LinearOperator | None, *, decode: bool = True, **sampler_kwargs
+    ):
         """Take the transformer, scheduler and (if ``decode``) VAE of a ``StableDiffusion3Pipeline``."""
-        return cls(pipe.transformer, pipe.scheduler, operator, vae=pipe.vae if decode else None, **sampler_kwargs)
+        return cls(
+            pipe.transformer,
+            pipe.scheduler,
+            operator,
+            vae=pipe.vae if decode else None,
+            **sampler_kwargs,
+        )
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         cfg = self.vae.config
@@ -116,7 +134,11 @@ class SD3TriPSSampler:
         Negative embeddings default to zeros (SD3's empty-prompt convention differs: pass the
         encoded empty prompt for parity with the pipeline).
         """
-        neg = negative_prompt_embeds if negative_prompt_embeds is not None else torch.zeros_like(prompt_embeds)
+        neg = (
+            negative_prompt_embeds
+            if negative_prompt_embeds is not None
+            else torch.zeros_like(prompt_embeds)
+        )
         neg_pooled = (
             negative_pooled_prompt_embeds
             if negative_pooled_prompt_embeds is not None
@@ -127,7 +149,9 @@ class SD3TriPSSampler:
             emb, pooled = (neg, neg_pooled) if cond is None else cond
             out = self.transformer(
                 hidden_states=z.to(self.transformer.dtype),
-                timestep=(sigma * self.scheduler.config.num_train_timesteps).to(self.transformer.dtype),
+                timestep=(sigma * self.scheduler.config.num_train_timesteps).to(
+                    self.transformer.dtype
+                ),
                 encoder_hidden_states=emb,
                 pooled_projections=pooled,
                 return_dict=False,
@@ -144,5 +168,10 @@ class SD3TriPSSampler:
         if latents is None and shape is None:
             raise ValueError("give latents (initial noise) or shape (B, C, h, w)")
         return sampler.sample(
-            y, schedule, generator, cond=(prompt_embeds, pooled_prompt_embeds), z_init=latents, shape=shape
+            y,
+            schedule,
+            generator,
+            cond=(prompt_embeds, pooled_prompt_embeds),
+            z_init=latents,
+            shape=shape,
         )

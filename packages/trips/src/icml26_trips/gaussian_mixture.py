@@ -81,7 +81,9 @@ class GaussianMixturePrior:
     def dim(self) -> int:
         return int(self.means.shape[1])
 
-    def _log_weights(self, cond: torch.Tensor | None, batch: int, leak: float = 0.0) -> torch.Tensor:
+    def _log_weights(
+        self, cond: torch.Tensor | None, batch: int, leak: float = 0.0
+    ) -> torch.Tensor:
         logw = self.log_w.expand(batch, -1)  # (B, K)
         if cond is None:
             return logw
@@ -89,31 +91,45 @@ class GaussianMixturePrior:
         mask = self.labels[None, :] == cond[:, None]
         if not bool(mask.any(1).all()):
             raise ValueError("cond names a class with no component")
-        return logw.masked_fill(~mask, -math.inf) if leak == 0 else torch.where(mask, logw, logw + math.log(leak))
+        return (
+            logw.masked_fill(~mask, -math.inf)
+            if leak == 0
+            else torch.where(mask, logw, logw + math.log(leak))
+        )
 
-    def denoise(self, z: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+    def denoise(
+        self, z: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``E[x_0 | z_sigma]`` under the (class-``cond``) prior; z ``(B, d)``, sigma ``(B,)`` or scalar."""
         sigma = torch.as_tensor(sigma, dtype=z.dtype).reshape(-1, 1, 1).expand(z.shape[0], 1, 1)
         a = 1.0 - sigma  # (B, 1, 1)
         mu, var = self.means.to(z), self.var.to(z)  # (K, d)
         marg_var = a**2 * var + sigma**2  # (B, K, d)
         diff = z[:, None, :] - a * mu  # (B, K, d)
-        log_lik = -0.5 * ((diff**2 / marg_var) + torch.log(2 * math.pi * marg_var)).sum(-1)  # (B, K)
+        log_lik = -0.5 * ((diff**2 / marg_var) + torch.log(2 * math.pi * marg_var)).sum(
+            -1
+        )  # (B, K)
         logw = self._log_weights(cond, z.shape[0], self.class_leak).to(z)
         resp = torch.softmax(logw + log_lik, dim=1)  # (B, K)  # (B, K)
         comp_mean = mu + a * var / marg_var * diff  # (B, K, d)
         return torch.einsum("bk,bkd->bd", resp, comp_mean)
 
-    def velocity(self, z: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+    def velocity(
+        self, z: torch.Tensor, sigma: torch.Tensor, cond: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Exact ``v = (z - E[x_0 | z]) / sigma``; ``sigma`` must be > 0."""
         s = torch.as_tensor(sigma, dtype=z.dtype)
         if bool((s <= 0).any()):
-            raise ValueError("sigma must be > 0 for the velocity (the sampler never evaluates sigma = 0)")
+            raise ValueError(
+                "sigma must be > 0 for the velocity (the sampler never evaluates sigma = 0)"
+            )
         return (z - self.denoise(z, s, cond)) / s.reshape(-1, 1)
 
     __call__ = velocity
 
-    def sample(self, n: int, cond: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample(
+        self, n: int, cond: int | None = None, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """``n`` prior draws ``(n, d)``, restricted to class ``cond`` when given."""
         logw = self._log_weights(None if cond is None else torch.tensor([cond]), 1)[0]
         comp = torch.multinomial(torch.softmax(logw, 0), n, replacement=True, generator=generator)
@@ -133,14 +149,18 @@ class GaussianMixturePrior:
         if sigma_y <= 0:
             raise ValueError("sigma_y must be > 0 for the closed-form posterior")
         a = matrix.to(self.means)
-        keep = torch.ones_like(self.labels, dtype=torch.bool) if cond is None else self.labels == cond
+        keep = (
+            torch.ones_like(self.labels, dtype=torch.bool) if cond is None else self.labels == cond
+        )
         mu, var, logw = self.means[keep], self.var[keep], self.log_w[keep]
         s_inv = torch.diag_embed(1.0 / var)  # (K, d, d)
         prec = s_inv + a.T @ a / sigma_y**2
         cov = torch.linalg.inv(prec)
         cov = 0.5 * (cov + cov.transpose(-1, -2))
         mean = torch.einsum("kij,kj->ki", cov, mu / var + (a.T @ y) / sigma_y**2)
-        pred_cov = torch.einsum("md,kd,nd->kmn", a, var, a) + sigma_y**2 * torch.eye(a.shape[0], dtype=a.dtype)
+        pred_cov = torch.einsum("md,kd,nd->kmn", a, var, a) + sigma_y**2 * torch.eye(
+            a.shape[0], dtype=a.dtype
+        )
         diff = y - mu @ a.T  # (K, m)
         log_ev = -0.5 * (
             torch.einsum("km,km->k", diff, torch.linalg.solve(pred_cov, diff[..., None])[..., 0])

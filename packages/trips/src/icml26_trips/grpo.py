@@ -39,7 +39,12 @@ class BernsteinBetaPolicy(nn.Module):
     """
 
     def __init__(
-        self, init_coeffs: torch.Tensor, *, kappa: float = 50.0, bounds: ScheduleBounds = ScheduleBounds(), nfe: int = 28
+        self,
+        init_coeffs: torch.Tensor,
+        *,
+        kappa: float = 50.0,
+        bounds: ScheduleBounds | None = None,
+        nfe: int = 28,
     ):
         super().__init__()
         if init_coeffs.ndim != 2 or init_coeffs.shape[0] != 3:
@@ -50,7 +55,7 @@ class BernsteinBetaPolicy(nn.Module):
             raise ValueError(f"kappa must be > 0, got {kappa}")
         self.mean_logit = nn.Parameter(torch.logit(init_coeffs.detach().to(torch.float64)))
         self.kappa = float(kappa)
-        self.bounds = bounds
+        self.bounds = bounds if bounds is not None else ScheduleBounds()
         self.nfe = nfe
 
     @property
@@ -109,7 +114,9 @@ def grpo_loss(
     logp = policy.log_prob(coeffs)  # (G,)
     ratio = torch.exp(logp - logp_old)  # (G,)
     r = ratio.reshape(-1, *([1] * (advantages.ndim - 1)))
-    surrogate = torch.minimum(r * advantages, r.clamp(1 - clip_eps, 1 + clip_eps) * advantages).mean()
+    surrogate = torch.minimum(
+        r * advantages, r.clamp(1 - clip_eps, 1 + clip_eps) * advantages
+    ).mean()
     kl = kl_divergence(policy.distribution(), ref.distribution()).sum()
     loss = -(surrogate - kl_coef * kl)
     return loss, {"ratio": ratio.detach(), "kl": kl.detach(), "surrogate": surrogate.detach()}
@@ -135,7 +142,9 @@ def grpo_update(
         logp_old = policy.log_prob(coeffs)
     first: dict[str, torch.Tensor] = {}
     for epoch in range(epochs):
-        loss, stats = grpo_loss(policy, ref, coeffs, logp_old, advantages, clip_eps=clip_eps, kl_coef=kl_coef)
+        loss, stats = grpo_loss(
+            policy, ref, coeffs, logp_old, advantages, clip_eps=clip_eps, kl_coef=kl_coef
+        )
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
@@ -167,13 +176,15 @@ class GRPOHistory:
 def train_grpo(
     policy: BernsteinBetaPolicy,
     reward_fn: Callable[[TriadicSchedule, int], torch.Tensor],
-    config: GRPOConfig = GRPOConfig(),
+    config: GRPOConfig | None = None,
     generator: torch.Generator | None = None,
 ) -> GRPOHistory:
     """Train ``policy`` in place; ``reward_fn(schedules (nfe, G), iteration) -> rewards (G, I)``.
 
-    The reference policy is a frozen copy of ``policy`` at entry.
+    The reference policy is a frozen copy of ``policy`` at entry; ``config`` defaults to
+    ``GRPOConfig()`` (the official settings).
     """
+    config = config if config is not None else GRPOConfig()
     ref = copy.deepcopy(policy).requires_grad_(False)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
     history = GRPOHistory()
@@ -193,6 +204,8 @@ def train_grpo(
     return history
 
 
-def trips_reward(distortion: torch.Tensor, perception: torch.Tensor, distortion_weight: float = 0.3) -> torch.Tensor:
+def trips_reward(
+    distortion: torch.Tensor, perception: torch.Tensor, distortion_weight: float = 0.3
+) -> torch.Tensor:
     """The official mix ``0.3 * distortion + 0.7 * perception`` (both already normalised)."""
     return distortion_weight * distortion + (1 - distortion_weight) * perception

@@ -115,7 +115,8 @@ class Inpainting(LinearOperator):
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.mask.to(x)
 
-    _adjoint = _forward
+    def _adjoint(self, y: torch.Tensor) -> torch.Tensor:
+        return y * self.mask.to(y)  # a diagonal 0/1 matrix is its own transpose
 
     def pinv(self, y: torch.Tensor, eta: float) -> torch.Tensor:
         self._check(y, "y", self.out_shape)
@@ -132,7 +133,9 @@ class SuperResolution(LinearOperator):
         if factor < 1:
             raise ValueError(f"factor must be >= 1, got {factor}")
         if len(in_shape) != 3 or in_shape[1] % factor or in_shape[2] % factor:
-            raise ValueError(f"in_shape must be (C, H, W) with H, W divisible by factor={factor}, got {in_shape}")
+            raise ValueError(
+                f"in_shape must be (C, H, W) with H, W divisible by factor={factor}, got {in_shape}"
+            )
         self.factor = factor
         self.in_shape = tuple(in_shape)
 

@@ -79,8 +79,14 @@ class FlowDPSSampler:
         if sigmas is not None:
             sigmas = torch.as_tensor(sigmas)
             if sigmas.ndim != 1 or sigmas.numel() < 2:
-                raise ValueError(f"sigmas must be 1-D with nfe + 1 >= 2 entries, got {tuple(sigmas.shape)}")
-            if not bool((sigmas[1:] < sigmas[:-1]).all()) or float(sigmas[0]) > 1 or float(sigmas[-1]) != 0:
+                raise ValueError(
+                    f"sigmas must be 1-D with nfe + 1 >= 2 entries, got {tuple(sigmas.shape)}"
+                )
+            if (
+                not bool((sigmas[1:] < sigmas[:-1]).all())
+                or float(sigmas[0]) > 1
+                or float(sigmas[-1]) != 0
+            ):
                 raise ValueError("sigmas must decrease strictly from <= 1 to exactly 0")
         self.velocity_fn = velocity_fn
         self.operator = operator
@@ -94,7 +100,9 @@ class FlowDPSSampler:
 
     # ------------------------------------------------------------------ pieces of one step
 
-    def guided_velocity(self, z: torch.Tensor, sigma: torch.Tensor, cond: Any, lam: torch.Tensor) -> torch.Tensor:
+    def guided_velocity(
+        self, z: torch.Tensor, sigma: torch.Tensor, cond: Any, lam: torch.Tensor
+    ) -> torch.Tensor:
         """``v_null + lambda (v_cond - v_null)``; skips the null branch where every ``lambda = 1``."""
         v_c = self.velocity_fn(z, sigma, cond)
         if cond is None or bool((lam == 1).all()):
@@ -112,10 +120,14 @@ class FlowDPSSampler:
         if mix == 1.0:
             return resid
         a_pinv = self.operator.pinv
-        back = torch.linalg.vector_norm(a_pinv(ax, self.eta_reg) - a_pinv(y, self.eta_reg), dim=dims)
+        back = torch.linalg.vector_norm(
+            a_pinv(ax, self.eta_reg) - a_pinv(y, self.eta_reg), dim=dims
+        )
         return (1.0 - mix) * back + mix * resid
 
-    def data_consistency(self, x0: torch.Tensor, y: torch.Tensor, sigma: float, beta: torch.Tensor) -> torch.Tensor:
+    def data_consistency(
+        self, x0: torch.Tensor, y: torch.Tensor, sigma: float, beta: torch.Tensor
+    ) -> torch.Tensor:
         """``inner_steps`` gradient steps of length ``beta (0.25 + 0.75 sigma^2) / inner_steps``."""
         if self.operator is None or bool((beta == 0).all()):
             return x0
@@ -158,7 +170,9 @@ class FlowDPSSampler:
         nfe = schedule.nfe
         sigmas = self.sigmas if self.sigmas is not None else flow_sigmas(nfe, self.shift)
         if sigmas.numel() != nfe + 1:
-            raise ValueError(f"schedule has nfe={nfe} steps but sigmas has {sigmas.numel()} entries (need nfe + 1)")
+            raise ValueError(
+                f"schedule has nfe={nfe} steps but sigmas has {sigmas.numel()} entries (need nfe + 1)"
+            )
         if self.operator is None:
             if y is not None:
                 raise ValueError("y must be None when operator is None")
@@ -185,16 +199,24 @@ class FlowDPSSampler:
             raise ValueError(f"batch sizes disagree: state has {z.shape[0]}, y has {y.shape[0]}")
         batch = z.shape[0]
         if schedule.cfg.ndim == 2 and schedule.cfg.shape[1] != batch:
-            raise ValueError(f"per-sample schedule has B={schedule.cfg.shape[1]} but the batch is {batch}")
+            raise ValueError(
+                f"per-sample schedule has B={schedule.cfg.shape[1]} but the batch is {batch}"
+            )
         sig = sigmas.to(torch.float64).tolist()
 
-        def per_sample(values: torch.Tensor, i: int) -> torch.Tensor:  # (nfe,) or (nfe, B) -> broadcastable
+        def per_sample(
+            values: torch.Tensor, i: int
+        ) -> torch.Tensor:  # (nfe,) or (nfe, B) -> broadcastable
             v = values[i].to(z)
             return v.reshape(-1, *([1] * (z.ndim - 1))) if v.ndim == 1 else v
 
         for i in range(nfe):
             sigma, sigma_next = sig[i], sig[i + 1]
-            lam, beta, eta = (per_sample(schedule.cfg, i), per_sample(schedule.dc, i), per_sample(schedule.eta, i))
+            lam, beta, eta = (
+                per_sample(schedule.cfg, i),
+                per_sample(schedule.dc, i),
+                per_sample(schedule.eta, i),
+            )
             t = torch.full((batch,), sigma, dtype=z.dtype, device=z.device)
             v = self.guided_velocity(z, t, cond, lam)
             x0_hat = z - sigma * v  # (B, ...)
@@ -203,7 +225,9 @@ class FlowDPSSampler:
                 entry = {"x0_hat": x0_hat.clone()}
                 if self.operator is not None and y is not None:
                     ax = self.operator(self.decode(x0_hat) if self.decode is not None else x0_hat)
-                    entry["residual"] = torch.linalg.vector_norm(ax - y, dim=tuple(range(1, ax.ndim)))
+                    entry["residual"] = torch.linalg.vector_norm(
+                        ax - y, dim=tuple(range(1, ax.ndim))
+                    )
                 trace.append(entry)
             x0_y = self.data_consistency(x0_hat, y, sigma, beta) if y is not None else x0_hat
             if bool((eta != 0).any()):
@@ -214,7 +238,9 @@ class FlowDPSSampler:
             z = (1.0 - sigma_next) * x0_y + sigma_next * x1_y
         return z
 
-    def sample_decoded(self, y: torch.Tensor | None, schedule: TriadicSchedule, generator=None, **kwargs) -> torch.Tensor:
+    def sample_decoded(
+        self, y: torch.Tensor | None, schedule: TriadicSchedule, generator=None, **kwargs
+    ) -> torch.Tensor:
         """``D(sample(...))``: the reconstruction in the operator's domain."""
         z = self.sample(y, schedule, generator, **kwargs)
         return self.decode(z) if self.decode is not None else z

@@ -100,12 +100,16 @@ class TriadicSchedule:
                 f"{[tuple(t.shape) for t in (self.cfg, self.dc, self.eta)]}"
             )
         if self.cfg.ndim not in (1, 2) or self.cfg.shape[0] < 1:
-            raise ValueError(f"schedule arrays must have shape (nfe,) or (nfe, B), got {self.cfg.shape}")
+            raise ValueError(
+                f"schedule arrays must have shape (nfe,) or (nfe, B), got {self.cfg.shape}"
+            )
         for name in ("cfg", "dc", "eta"):
             if not bool(torch.isfinite(getattr(self, name)).all()):
                 raise ValueError(f"schedule.{name} has non-finite entries")
         if bool((self.eta < 0).any()) or bool((self.eta > 1).any()):
-            raise ValueError("schedule.eta must lie in [0, 1] (sqrt(1 - eta^2) is the signal weight)")
+            raise ValueError(
+                "schedule.eta must lie in [0, 1] (sqrt(1 - eta^2) is the signal weight)"
+            )
         if bool((self.dc < 0).any()):
             raise ValueError("schedule.dc must be non-negative")
 
@@ -114,10 +118,12 @@ class TriadicSchedule:
         return int(self.cfg.shape[0])
 
     @staticmethod
-    def constant(nfe: int, *, cfg: float = 1.0, dc: float = 0.0, eta: float = 0.0) -> TriadicSchedule:
+    def constant(
+        nfe: int, *, cfg: float = 1.0, dc: float = 0.0, eta: float = 0.0
+    ) -> TriadicSchedule:
         """The fixed-schedule baseline (DPS / FlowDPS practice): one value per component."""
         _check_nfe(nfe)
-        full = lambda v: torch.full((nfe,), float(v), dtype=torch.float64)  # noqa: E731
+        full = lambda v: torch.full((nfe,), float(v), dtype=torch.float64)
         return TriadicSchedule(full(cfg), full(dc), full(eta))
 
     def check_bounds(self, bounds: ScheduleBounds) -> None:
@@ -199,7 +205,10 @@ def bernstein_schedule(
         raise ValueError("coeffs must lie in [0, 1]")
     c = coeffs.reshape(-1, 3, coeffs.shape[-1]) if coeffs.ndim > 2 else coeffs
     names = ("cfg", "dc", "eta")
-    curves = [bernstein_curve(c[..., j, :], *getattr(bounds, n), nfe) for j, n in enumerate(names)]
+    curves = []
+    for j, name in enumerate(names):
+        lo, hi = getattr(bounds, name)
+        curves.append(bernstein_curve(c[..., j, :], lo, hi, nfe))
     return TriadicSchedule(*curves)  # each (nfe,) or (nfe, B)
 
 
@@ -223,7 +232,12 @@ def fit_bernstein(
     init = torch.from_numpy(np.interp(grev, u.numpy(), target.numpy()))
     theta = torch.logit(init.clamp(1e-4, 1 - 1e-4)).requires_grad_(True)
     opt = torch.optim.LBFGS(
-        [theta], lr=1.0, max_iter=iters, tolerance_grad=1e-12, tolerance_change=1e-14, line_search_fn="strong_wolfe"
+        [theta],
+        lr=1.0,
+        max_iter=iters,
+        tolerance_grad=1e-12,
+        tolerance_change=1e-14,
+        line_search_fn="strong_wolfe",
     )
 
     def closure() -> torch.Tensor:
@@ -242,9 +256,11 @@ def fit_schedule(
     """Bernstein coefficients ``(3, degree + 1)`` (cfg, dc, eta) fitting a 1-D ``schedule``."""
     if schedule.cfg.ndim != 1:
         raise ValueError("fit_schedule takes a single schedule (arrays of shape (nfe,))")
-    return torch.stack(
-        [fit_bernstein(getattr(schedule, n), *getattr(bounds, n), degree) for n in ("cfg", "dc", "eta")]
-    )
+    rows = []
+    for name in ("cfg", "dc", "eta"):
+        lo, hi = getattr(bounds, name)
+        rows.append(fit_bernstein(getattr(schedule, name), lo, hi, degree))
+    return torch.stack(rows)
 
 
 def _check_nfe(nfe: int) -> None:
