@@ -22,9 +22,10 @@ Arms (tuned on separate *tuning* instances with one tuning seed; reported on dis
 instances with paired seeds, every arm sees the same noise):
 
 * ``no_dc``: prior sampling (lambda = 1, beta = 0, eta = 0): the headroom;
-* ``constant``: best of a 64-point grid beta x lambda x eta (the DPS / FlowDPS practice);
-* ``template``: best of the 54 TriPS-T templates (DC / CFG / eta shape x DC start) - fewer
-  configurations than the constant grid, so the baseline gets the larger tuning budget;
+* ``constant``: best of an 80-point grid beta x lambda x eta (the DPS / FlowDPS practice);
+* ``template``: best of 81 TriPS-T templates (DC / CFG / eta shape x DC start), about the
+  same tuning budget. Both grids were extended once, by one value at the low-DC end, after
+  the first tuning run chose the template grid's lowest DC start (an edge);
 * ``grpo``: TriPS-G from the chosen template's Bernstein fit, trained on the tuning instances
   (reward: -SW), deployed at the policy mean;
 * ablations of the chosen template: CFG reversed (early high CFG) and eta = 0.
@@ -149,7 +150,9 @@ class Toy:
 
 
 def constant_grid(nfe: int) -> dict[str, TriadicSchedule]:
-    grid = itertools.product((1.0, 3.0, 10.0, 30.0), (1.0, 3.0, 6.0, 12.0), (0.0, 0.25, 0.5, 1.0))
+    grid = itertools.product(
+        (0.3, 1.0, 3.0, 10.0, 30.0), (1.0, 3.0, 6.0, 12.0), (0.0, 0.25, 0.5, 1.0)
+    )
     return {
         f"beta={b:g},cfg={lam:g},eta={e:g}": TriadicSchedule.constant(nfe, cfg=lam, dc=b, eta=e)
         for b, lam, e in grid
@@ -158,7 +161,7 @@ def constant_grid(nfe: int) -> dict[str, TriadicSchedule]:
 
 def template_grid(nfe: int) -> dict[str, TriadicSchedule]:
     out = {}
-    for dc, cfg, sto, b0 in itertools.product(SHAPES, SHAPES, SHAPES, (10.0, 30.0)):
+    for dc, cfg, sto, b0 in itertools.product(SHAPES, SHAPES, SHAPES, (3.0, 10.0, 30.0)):
         out[f"dc={dc}({b0:g}->{b0 / 10:g}),cfg={cfg}(1->12),eta={sto}(1->0)"] = make_template(
             dc=dc,
             cfg=cfg,

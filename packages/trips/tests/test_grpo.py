@@ -156,3 +156,28 @@ def test_sampling_is_seeded_and_bad_input():
     with pytest.raises(ValueError, match="rewards has G"):
         opt = torch.optim.Adam(pi.parameters())
         grpo_update(pi, copy.deepcopy(pi), opt, a, torch.ones(3, 2))
+
+
+def test_epochs_reuse_the_behaviour_policy(monkeypatch):
+    """PPO: every epoch's ratio is against the policy that drew the group, not the current one."""
+    import icml26_trips.grpo as grpo_mod
+
+    seen, ratios = [], []
+    real = grpo_mod.grpo_loss
+
+    def spy(policy, ref, coeffs, logp_old, advantages, **kw):
+        seen.append(logp_old.clone())
+        loss, stats = real(policy, ref, coeffs, logp_old, advantages, **kw)
+        ratios.append(stats["ratio"])
+        return loss, stats
+
+    monkeypatch.setattr(grpo_mod, "grpo_loss", spy)
+    pi = policy()
+    coeffs = pi.sample(4, torch.Generator().manual_seed(10))
+    rewards = torch.tensor([1.0, 0.0, 2.0, -1.0], dtype=D)
+    grpo_update(
+        pi, copy.deepcopy(pi), torch.optim.Adam(pi.parameters(), lr=0.05), coeffs, rewards, epochs=4
+    )
+    assert len(seen) == 4 and all(torch.equal(s, seen[0]) for s in seen)
+    torch.testing.assert_close(ratios[0], torch.ones(4, dtype=D))
+    assert float((ratios[-1] - 1).abs().max()) > 1e-3  # later epochs see the moved policy

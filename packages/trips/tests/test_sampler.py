@@ -90,6 +90,13 @@ def test_dc_step_is_normalised_residual_gradient():
         r = x @ a.T - y
         x = x - 0.4 * 0.25 / 2 * (r @ a) / r.norm(dim=1, keepdim=True)
     torch.testing.assert_close(out, x)
+    # at sigma = 0.5: l = 0.5, step beta (0.25 + 0.75 / 4), the pseudo-inverse as a dense matrix
+    p = torch.linalg.solve(a.T @ a + sampler.eta_reg * torch.eye(6, dtype=D), a.T)  # (6, 3)
+    xh = x0.clone().requires_grad_(True)
+    hand = 0.5 * ((xh @ a.T - y) @ p.T).norm(dim=1) + 0.5 * (xh @ a.T - y).norm(dim=1)
+    (g,) = torch.autograd.grad(hand.sum(), xh)
+    one = FlowDPSSampler(mlp_velocity(), MatrixOperator(a)).data_consistency(x0, y, 0.5, beta)
+    torch.testing.assert_close(one, x0 - 0.4 * (0.25 + 0.75 * 0.25) * g)
     # at sigma = 1 the loss is the back-projected residual ||A+ A x - A+ y|| (pinv branch)
     loss = sampler.dc_loss(x0, y, 1.0)
     ap = MatrixOperator(a).pinv
