@@ -238,7 +238,7 @@ def write_readme(full: dict) -> None:
         f"{full['seeds']} paired test seeds x {full['setup']['n_test']} test instances "
         f"({full['setup']['particles']} particles each); mean ± 95% t-interval over the "
         f"{full['seeds'] * full['setup']['n_test']} (seed, instance) units; 28 NFE; chosen on "
-        f"{full['setup']['n_tune']} separate tuning instances; `--quick` took {full['seconds']} s.",
+        f"{full['setup']['n_tune']} separate tuning instances; `--quick` took {full['seconds']} s on one thread of a shared 2-core machine.",
         "",
         "| arm | schedule (chosen on tuning split) | sliced W2 ↓ | wrong-component % ↓ | final residual / σ_y√m | SW − constant |",
         "|---|---|---|---|---|---|",
@@ -266,7 +266,9 @@ def write_readme(full: dict) -> None:
         f"GRPO: {g['iterations']} iterations (G = 4, {full['setup']['n_tune']} tuning instances, "
         f"{g['particles']} particles), mean tuning reward (−SW) first 5 iterations "
         f"{g['reward_first5']:.3f}, last 5 {g['reward_last5']:.3f}; tuning-split SW of the "
-        f"template {g['tune_sw_template']:.3f} vs the GRPO mean schedule {g['tune_sw_grpo']:.3f}.",
+        f"template {g['tune_sw_template']:.3f} vs the GRPO mean schedule {g['tune_sw_grpo']:.3f}; "
+        f"test SW of GRPO − template {s['grpo']['sw_minus_template'][0]:+.3f} ± "
+        f"{s['grpo']['sw_minus_template'][1]:.3f}.",
     ]
     text = README.read_text()
     block = "<!-- results:start -->\n" + "\n".join(lines) + "\n<!-- results:end -->"
