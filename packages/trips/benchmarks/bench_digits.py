@@ -9,7 +9,8 @@ TriPS-T templates (``template_grid`` below: the CFG range is searched too) are s
 reported on 200 disjoint test digits with 3 paired seeds (mean ± 95% t-interval over the
 600 (seed, image) units). 28 NFE, shift 4. Writes ``digits.json`` next to this file.
 
-    python benchmarks/bench_digits.py
+    python benchmarks/bench_digits.py            # ~5 min on one thread; rewrites the README block
+    python benchmarks/bench_digits.py --table    # only the README block, from digits.json
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -110,7 +112,37 @@ def train_flow(x: torch.Tensor, y: torch.Tensor, steps: int, seed: int) -> Veloc
     return model.eval()
 
 
+def write_readme(full: dict) -> None:
+    """The README's digits block, generated from digits.json."""
+    lines = [
+        f"3 paired seeds x 200 test digits; mean ± 95% t-interval over 600 (seed, image) units; "
+        f"selection by validation PSNR on 100 other digits; took {full['seconds']} s on one thread.",
+        "",
+        "| task | arm | schedule (chosen on validation) | PSNR dB ↑ | log p(c given x) ↑ | PSNR − constant | log p − constant |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for task, r in full["results"].items():
+        for arm in ("no_dc", "constant", "template"):
+            s = r["summary"][arm]
+            dp = s.get("psnr_minus_constant")
+            dl = s.get("logp_minus_constant")
+            lines.append(
+                f"| {task} | {arm} | {r['chosen'].get(arm, 'beta = 0, lambda = 1, eta = 0')} | "
+                f"{s['psnr'][0]:.2f} ± {s['psnr'][1]:.2f} | {s['logp'][0]:.3f} ± {s['logp'][1]:.3f} | "
+                + (f"{dp[0]:+.2f} ± {dp[1]:.2f} | {dl[0]:+.3f} ± {dl[1]:.3f} |" if dp else " | |")
+            )
+    readme = HERE.parent / "README.md"
+    block = "<!-- digits:start -->\n" + "\n".join(lines) + "\n<!-- digits:end -->"
+    text = readme.read_text()
+    readme.write_text(
+        re.sub(r"<!-- digits:start -->.*<!-- digits:end -->", lambda _: block, text, flags=re.S)
+    )
+
+
 def main() -> None:
+    if "--table" in sys.argv:
+        write_readme(json.loads((HERE / "digits.json").read_text()))
+        return
     torch.set_num_threads(1)
     t0 = time.time()
     digits = load_digits()
@@ -188,6 +220,7 @@ def main() -> None:
         "seconds": round(time.time() - t0, 1),
     }
     (HERE / "digits.json").write_text(json.dumps(full, indent=1) + "\n")
+    write_readme(full)
     for task, r in results.items():
         s = r["summary"]
         print(

@@ -110,8 +110,13 @@ class FlowDPSSampler:
         v_u = self.velocity_fn(z, sigma, None)
         return v_u + lam * (v_c - v_u)
 
-    def dc_loss(self, x0: torch.Tensor, y: torch.Tensor, sigma: float) -> torch.Tensor:
-        """Per-sample ``(1 - l) ||A+ A D(x) - A+ y|| + l ||A D(x) - y||`` (norms not squared); ``(B,)``."""
+    def dc_loss(
+        self, x0: torch.Tensor, y: torch.Tensor, sigma: float, y_pinv: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Per-sample ``(1 - l) ||A+ A D(x) - A+ y|| + l ||A D(x) - y||`` (norms not squared); ``(B,)``.
+
+        ``y_pinv`` is ``A+ y`` when already computed (it is constant over a trajectory).
+        """
         assert self.operator is not None
         ax = self.operator(self.decode(x0) if self.decode is not None else x0)
         dims = tuple(range(1, ax.ndim))
@@ -120,13 +125,18 @@ class FlowDPSSampler:
         if mix == 1.0:
             return resid
         a_pinv = self.operator.pinv
-        back = torch.linalg.vector_norm(
-            a_pinv(ax, self.eta_reg) - a_pinv(y, self.eta_reg), dim=dims
-        )
+        if y_pinv is None:
+            y_pinv = a_pinv(y, self.eta_reg)
+        back = torch.linalg.vector_norm(a_pinv(ax, self.eta_reg) - y_pinv, dim=dims)
         return (1.0 - mix) * back + mix * resid
 
     def data_consistency(
-        self, x0: torch.Tensor, y: torch.Tensor, sigma: float, beta: torch.Tensor
+        self,
+        x0: torch.Tensor,
+        y: torch.Tensor,
+        sigma: float,
+        beta: torch.Tensor,
+        y_pinv: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``inner_steps`` gradient steps of length ``beta (0.25 + 0.75 sigma^2) / inner_steps``."""
         if self.operator is None or bool((beta == 0).all()):
@@ -136,7 +146,8 @@ class FlowDPSSampler:
         for _ in range(self.inner_steps):
             with torch.enable_grad():
                 x = x.requires_grad_(True)
-                (grad,) = torch.autograd.grad(self.dc_loss(x, y, sigma).sum(), x)
+                loss = self.dc_loss(x, y, sigma, y_pinv).sum()
+                (grad,) = torch.autograd.grad(loss, x)
             x = (x - step * grad).detach()
         return x
 
@@ -203,6 +214,12 @@ class FlowDPSSampler:
                 f"per-sample schedule has B={schedule.cfg.shape[1]} but the batch is {batch}"
             )
         sig = sigmas.to(torch.float64).tolist()
+        # A+ y is constant over the trajectory: computed once (conjugate gradients for blur)
+        y_pinv = (
+            self.operator.pinv(y, self.eta_reg)
+            if self.operator is not None and y is not None
+            else None
+        )
 
         def per_sample(
             values: torch.Tensor, i: int
@@ -229,7 +246,9 @@ class FlowDPSSampler:
                         ax - y, dim=tuple(range(1, ax.ndim))
                     )
                 trace.append(entry)
-            x0_y = self.data_consistency(x0_hat, y, sigma, beta) if y is not None else x0_hat
+            x0_y = (
+                self.data_consistency(x0_hat, y, sigma, beta, y_pinv) if y is not None else x0_hat
+            )
             if bool((eta != 0).any()):
                 eps = torch.randn(z.shape, generator=generator, dtype=z.dtype, device=z.device)
                 x1_y = torch.sqrt(1.0 - eta**2) * x1_hat + eta * eps
