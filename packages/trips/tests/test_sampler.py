@@ -232,6 +232,8 @@ def test_bad_input_raises():
         sampler.sample(torch.zeros(3, 5, dtype=D), TriadicSchedule.constant(4))
     with pytest.raises(ValueError, match="nfe"):
         sampler.sample(y, TriadicSchedule.constant(0))
+    with pytest.raises(ValueError, match="non-finite"):
+        sampler.sample(torch.full((3, 2), float("nan"), dtype=D), TriadicSchedule.constant(4))
     with pytest.raises(ValueError, match="nfe"):
         flow_sigmas(0)
     with pytest.raises(ValueError, match="sigmas"):

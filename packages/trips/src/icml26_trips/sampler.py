@@ -191,6 +191,8 @@ class FlowDPSSampler:
                 raise ValueError("schedule.dc must be 0 without an operator")
         elif y is None:
             raise ValueError("y is required when an operator is given")
+        elif not bool(torch.isfinite(y).all()):
+            raise ValueError("y has non-finite entries")
         elif tuple(y.shape[1:]) != tuple(self.operator.out_shape):
             raise ValueError(
                 f"y must have shape (B, {', '.join(map(str, self.operator.out_shape))}) for this operator, "
