@@ -1,0 +1,416 @@
+"""TriPS on an exact toy: class-conditional Gaussian-mixture prior, closed-form posterior.
+
+Paper claim (Bang et al., ICML 2026): scheduling data consistency (DC, decreasing), CFG
+(increasing) and stochasticity (decreasing) jointly beats fixed schedules at equal NFE; GRPO over
+Bernstein-Beta schedules improves further. Anchor: TriPS beats FlowDPS-style baselines on
+fidelity and realism with SD3.5-M at 28 NFE (no numbers retrievable: Table 1 is an image).
+
+Here the velocity is exact, so every error is the sampler's, and the target posterior is known:
+
+* prior: 3 classes x 2 components in d = 8 (diagonal, std 0.4), flow-matching form, exact
+  velocity; the *conditional* branch is deliberately imperfect (``class_leak = 0.5``: other
+  classes keep half their weight, a model whose conditioning is too weak) and the unconditional
+  branch exact, so CFG has a job to do, as in real text-to-image models;
+* measurement: ``y = A x + 0.05 n`` with a random 2 x 8 ``A`` (ambiguous across components);
+* sampler: the TriPS step verbatim (``FlowDPSSampler``, D = identity), 28 NFE, SD3 shift 4;
+* metrics on the *test* instances: sliced-Wasserstein distance to 256 exact posterior draws,
+  the wrong-component rate (particles whose nearest prior component holds < 1% posterior
+  mass), the final residual ``||A x - y|| / (sigma_y sqrt(m))`` and the residual of the
+  denoised estimate along the trajectory.
+
+Arms (tuned on separate *tuning* instances with one tuning seed; reported on disjoint *test*
+instances with paired seeds, every arm sees the same noise):
+
+* ``no_dc``: prior sampling (lambda = 1, beta = 0, eta = 0): the headroom;
+* ``constant``: best of an 80-point grid beta x lambda x eta (the DPS / FlowDPS practice);
+* ``template``: best of 81 TriPS-T templates (DC / CFG / eta shape x DC start), about the
+  same tuning budget. Both grids were extended once, by one value at the low-DC end, after
+  the first tuning run chose the template grid's lowest DC start (an edge);
+* ``grpo``: TriPS-G from the chosen template's Bernstein fit, trained on the tuning instances
+  (reward: -SW), deployed at the policy mean;
+* ablations of the chosen template: CFG reversed (early high CFG) and eta = 0.
+
+    python benchmarks/reproduce.py --quick    # the committed table (reproduce.json)
+    python benchmarks/reproduce.py            # more seeds, particles and GRPO iterations
+Progress goes to stderr; the last stdout line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+from icml26_trips import (
+    BernsteinBetaPolicy,
+    FlowDPSSampler,
+    GaussianMixturePrior,
+    GRPOConfig,
+    MatrixOperator,
+    ScheduleBounds,
+    TriadicSchedule,
+    fit_schedule,
+    make_template,
+    sliced_wasserstein,
+    train_grpo,
+)
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "reproduce.json"
+README = HERE.parent / "README.md"
+D = torch.float64
+T_975 = {2: 4.303, 4: 2.776, 23: 2.069, 39: 2.023}
+SHAPES = ("linear", "exponential", "logarithm")
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def t_interval(x: torch.Tensor) -> tuple[float, float]:
+    n = x.numel()
+    half = T_975.get(n - 1, 1.96) * float(x.std(unbiased=True)) / math.sqrt(n) if n > 1 else 0.0
+    return float(x.mean()), half
+
+
+class Toy:
+    """Prior, operator, instances and exact posterior reference samples."""
+
+    def __init__(self, particles: int, n_tune: int, n_test: int):
+        g = torch.Generator().manual_seed(0)
+        d, classes, per = 8, 3, 2
+        k = classes * per
+        means = torch.randn(k, d, generator=g, dtype=D) * 1.5
+        labels = torch.arange(classes).repeat_interleave(per)
+        stds, weights = torch.full((k,), 0.4, dtype=D), torch.ones(k, dtype=D)
+        self.true = GaussianMixturePrior(means, stds, weights, labels)
+        self.model = GaussianMixturePrior(means, stds, weights, labels, class_leak=0.5)
+        self.sigma_y, self.m = 0.05, 2
+        self.matrix = torch.randn(self.m, d, generator=g, dtype=D) * 2 / math.sqrt(d)
+        self.op = MatrixOperator(self.matrix)
+        self.P, self.K, self.classes, self.labels = particles, k, classes, labels
+        self.splits = {"tune": self._instances(n_tune, 10), "test": self._instances(n_test, 20)}
+
+    def _instances(self, n: int, seed: int) -> dict:
+        g = torch.Generator().manual_seed(seed)
+        cs = torch.arange(n) % self.classes
+        xs = torch.cat([self.true.sample(1, cond=int(c), generator=g) for c in cs])
+        ys = self.op(xs) + self.sigma_y * torch.randn(n, self.m, generator=g, dtype=D)
+        posts = [
+            self.true.posterior(self.matrix, ys[i], self.sigma_y, cond=int(cs[i])) for i in range(n)
+        ]
+        refs = [
+            p.sample(self.P, torch.Generator().manual_seed(1000 * seed + i))
+            for i, p in enumerate(posts)
+        ]
+        full_w = []
+        for i, p in enumerate(posts):
+            w = torch.zeros(self.K, dtype=D)
+            w[self.labels == cs[i]] = p.weights
+            full_w.append(w)
+        return {"c": cs, "y": ys, "refs": refs, "w": full_w, "n": n}
+
+    def run(
+        self,
+        split: str,
+        schedule: TriadicSchedule,
+        seed: int,
+        particles: int | None = None,
+        trace=None,
+    ):
+        """Sample ``particles`` per instance; schedules ``(nfe,)`` or ``(nfe, n * P)``."""
+        inst, p = self.splits[split], particles or self.P
+        sampler = FlowDPSSampler(self.model.velocity, self.op, sigma_y=self.sigma_y)
+        y = inst["y"].repeat_interleave(p, 0)
+        cond = inst["c"].repeat_interleave(p)
+        return sampler.sample(
+            y, schedule, torch.Generator().manual_seed(seed), cond=cond, trace=trace
+        )
+
+    def metrics(self, split: str, x: torch.Tensor, particles: int | None = None) -> dict:
+        """Per-instance SW, wrong-component rate and normalised final residual (lists)."""
+        inst, p = self.splits[split], particles or self.P
+        sw, wrong, resid = [], [], []
+        for i in range(inst["n"]):
+            xi = x[i * p : (i + 1) * p]
+            ref = inst["refs"][i][:p]
+            sw.append(
+                float(sliced_wasserstein(xi, ref, 128, generator=torch.Generator().manual_seed(7)))
+            )
+            wrong.append(float((inst["w"][i][self.true.component_of(xi)] < 0.01).to(D).mean()))
+            r = (self.op(xi) - inst["y"][i]).norm(dim=1) / (self.sigma_y * math.sqrt(self.m))
+            resid.append(float(r.mean()))
+        return {"sw": sw, "wrong": wrong, "resid": resid}
+
+
+def constant_grid(nfe: int) -> dict[str, TriadicSchedule]:
+    grid = itertools.product(
+        (0.3, 1.0, 3.0, 10.0, 30.0), (1.0, 3.0, 6.0, 12.0), (0.0, 0.25, 0.5, 1.0)
+    )
+    return {
+        f"beta={b:g},cfg={lam:g},eta={e:g}": TriadicSchedule.constant(nfe, cfg=lam, dc=b, eta=e)
+        for b, lam, e in grid
+    }
+
+
+def template_grid(nfe: int) -> dict[str, TriadicSchedule]:
+    out = {}
+    for dc, cfg, sto, b0 in itertools.product(SHAPES, SHAPES, SHAPES, (3.0, 10.0, 30.0)):
+        out[f"dc={dc}({b0:g}->{b0 / 10:g}),cfg={cfg}(1->12),eta={sto}(1->0)"] = make_template(
+            dc=dc,
+            cfg=cfg,
+            sto=sto,
+            dc_range=(b0, b0 / 10),
+            cfg_range=(1.0, 12.0),
+            eta_range=(1.0, 0.0),
+            nfe=nfe,
+        )
+    return out
+
+
+def tune(toy: Toy, grid: dict[str, TriadicSchedule], seed: int) -> tuple[str, float]:
+    scores = {
+        name: sum(toy.metrics("tune", toy.run("tune", s, seed))["sw"]) / toy.splits["tune"]["n"]
+        for name, s in grid.items()
+    }
+    best = min(scores, key=lambda n: (scores[n], n))
+    return best, scores[best]
+
+
+def expand(schedule: TriadicSchedule, reps: int) -> TriadicSchedule:
+    """(nfe, G) -> (nfe, n * G * P) laid out as instance-major, then group, then particle."""
+    return TriadicSchedule(
+        *(t.repeat_interleave(reps, 1) for t in (schedule.cfg, schedule.dc, schedule.eta))
+    )
+
+
+def run_grpo(toy: Toy, start: TriadicSchedule, iterations: int, particles: int, seed: int):
+    bounds = ScheduleBounds(cfg=(1.0, 16.0), dc=(0.1, 100.0), eta=(0.0, 1.0))
+    coeffs = fit_schedule(start, bounds, degree=25).clamp(1e-3, 1 - 1e-3)
+    policy = BernsteinBetaPolicy(coeffs, kappa=50.0, bounds=bounds, nfe=start.nfe)
+    inst = toy.splits["tune"]
+    n, g_size = inst["n"], 4
+    # one sampler call rolls out every (instance, schedule, particle): reorder to that layout
+    sampler = FlowDPSSampler(toy.model.velocity, toy.op, sigma_y=toy.sigma_y)
+    y = inst["y"].repeat_interleave(g_size * particles, 0)
+    cond = inst["c"].repeat_interleave(g_size * particles)
+
+    def reward_fn(schedules: TriadicSchedule, it: int) -> torch.Tensor:
+        sched = TriadicSchedule(
+            *(
+                t.repeat_interleave(particles, 1).repeat(1, n)
+                for t in (schedules.cfg, schedules.dc, schedules.eta)
+            )
+        )
+        x = sampler.sample(y, sched, torch.Generator().manual_seed(10_000 + it), cond=cond)
+        x = x.reshape(n, g_size, particles, -1)
+        r = torch.empty(g_size, n, dtype=D)
+        for i in range(n):
+            for gi in range(g_size):
+                ref = inst["refs"][i][:particles]
+                r[gi, i] = -sliced_wasserstein(
+                    x[i, gi], ref, 64, generator=torch.Generator().manual_seed(it)
+                )
+        return r
+
+    cfg = GRPOConfig(iterations=iterations, group_size=g_size)
+    hist = train_grpo(policy, reward_fn, cfg, generator=torch.Generator().manual_seed(seed))
+    return policy, hist
+
+
+def reverse_cfg(s: TriadicSchedule) -> TriadicSchedule:
+    return TriadicSchedule(s.cfg.flip(0), s.dc, s.eta)
+
+
+def no_eta(s: TriadicSchedule) -> TriadicSchedule:
+    return TriadicSchedule(s.cfg, s.dc, torch.zeros_like(s.eta))
+
+
+def write_readme(full: dict) -> None:
+    s = full["summary"]
+    lines = [
+        f"{full['seeds']} paired test seeds x {full['setup']['n_test']} test instances "
+        f"({full['setup']['particles']} particles each); mean ± 95% t-interval over the "
+        f"{full['seeds'] * full['setup']['n_test']} (seed, instance) units; 28 NFE; chosen on "
+        f"{full['setup']['n_tune']} separate tuning instances; `--quick` took {full['seconds']} s on one thread of a shared 2-core machine.",
+        "",
+        "| arm | schedule (chosen on tuning split) | sliced W2 ↓ | wrong-component % ↓ | final residual / σ_y√m | SW − constant |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in full["arms"]:
+        r = s[arm]
+        diff = r.get("sw_minus_constant")
+        d_txt = f"{diff[0]:+.3f} ± {diff[1]:.3f}" if diff else ""
+        lines.append(
+            f"| {arm} | {full['chosen'].get(arm, '')} | {r['sw'][0]:.3f} ± {r['sw'][1]:.3f} | "
+            f"{100 * r['wrong'][0]:.1f} ± {100 * r['wrong'][1]:.1f} | {r['resid'][0]:.2f} | {d_txt} |"
+        )
+    lines += [
+        "",
+        "Residual `||A x̂0 − y|| / σ_y√m` of the denoised estimate at steps 0, 7, 14, 21, 27 (test, seed 0):",
+        "",
+        "| arm | " + " | ".join(f"step {i}" for i in full["trajectory_steps"]) + " |",
+        "|---|" + "---|" * len(full["trajectory_steps"]),
+    ]
+    for arm in full["arms"]:
+        lines.append(f"| {arm} | " + " | ".join(f"{v:.2f}" for v in full["trajectory"][arm]) + " |")
+    g = full["grpo"]
+    lines += [
+        "",
+        f"GRPO: {g['iterations']} iterations (G = 4, {full['setup']['n_tune']} tuning instances, "
+        f"{g['particles']} particles), mean tuning reward (−SW) first 5 iterations "
+        f"{g['reward_first5']:.3f}, last 5 {g['reward_last5']:.3f}; tuning-split SW of the "
+        f"template {g['tune_sw_template']:.3f} vs the GRPO mean schedule {g['tune_sw_grpo']:.3f}; "
+        f"test SW of GRPO − template {s['grpo']['sw_minus_template'][0]:+.3f} ± "
+        f"{s['grpo']['sw_minus_template'][1]:.3f}.",
+    ]
+    text = README.read_text()
+    block = "<!-- results:start -->\n" + "\n".join(lines) + "\n<!-- results:end -->"
+    README.write_text(
+        re.sub(r"<!-- results:start -->.*<!-- results:end -->", lambda _: block, text, flags=re.S)
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true", help="the committed table (~1 min on one core)")
+    p.add_argument(
+        "--table", action="store_true", help="only rewrite the README from reproduce.json"
+    )
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args()
+    if args.table:
+        write_readme(json.loads(RESULTS.read_text()))
+        return
+    torch.set_num_threads(1)  # 2 threads on 2 shared cores is ~10x slower; also bit-reproducible
+    t0 = time.time()
+    quick = args.quick
+    setup = {
+        "particles": 256 if quick else 512,
+        "n_tune": 6,
+        "n_test": 8,
+        "nfe": 28,
+        "grpo_iterations": 40 if quick else 150,
+        "grpo_particles": 128,
+        "class_leak": 0.5,
+        "sigma_y": 0.05,
+    }
+    seeds = [0, 1, 2] if quick else [0, 1, 2, 3, 4]
+    toy = Toy(setup["particles"], setup["n_tune"], setup["n_test"])
+    nfe = setup["nfe"]
+    tune_seed = 99
+    const_grid, tmpl_grid = constant_grid(nfe), template_grid(nfe)
+    best_const, sc = tune(toy, const_grid, tune_seed)
+    log(f"constant: {best_const} (tune SW {sc:.3f}) [{time.time() - t0:.0f}s]")
+    best_tmpl, st = tune(toy, tmpl_grid, tune_seed)
+    log(f"template: {best_tmpl} (tune SW {st:.3f}) [{time.time() - t0:.0f}s]")
+    template = tmpl_grid[best_tmpl]
+    policy, hist = run_grpo(
+        toy, template, setup["grpo_iterations"], setup["grpo_particles"], seed=5
+    )
+    grpo_sched = policy.mean_schedule()
+    tune_sw = {
+        name: sum(toy.metrics("tune", toy.run("tune", s, tune_seed))["sw"]) / setup["n_tune"]
+        for name, s in (("template", template), ("grpo", grpo_sched))
+    }
+    log(
+        f"grpo: tune SW template {tune_sw['template']:.3f} -> grpo {tune_sw['grpo']:.3f} [{time.time() - t0:.0f}s]"
+    )
+    arms = {
+        "no_dc": TriadicSchedule.constant(nfe),
+        "constant": const_grid[best_const],
+        "template": template,
+        "grpo": grpo_sched,
+        "template, CFG reversed (early high)": reverse_cfg(template),
+        "template, eta = 0": no_eta(template),
+    }
+    chosen = {
+        "constant": best_const,
+        "template": best_tmpl,
+        "grpo": "Bernstein-Beta mean after GRPO",
+    }
+    per_run: dict[str, dict] = {arm: {"sw": [], "wrong": [], "resid": []} for arm in arms}
+    steps = [0, 7, 14, 21, 27]
+    trajectory = {}
+    for seed in seeds:
+        for arm, sched in arms.items():
+            trace: list = [] if seed == seeds[0] else None  # type: ignore[assignment]
+            x = toy.run("test", sched, seed, trace=trace)
+            m = toy.metrics("test", x)
+            for key in per_run[arm]:
+                per_run[arm][key] += m[key]
+            if trace:
+                norm = toy.sigma_y * math.sqrt(toy.m)
+                trajectory[arm] = [float(trace[i]["residual"].mean() / norm) for i in steps]
+        log(f"test seed {seed} done [{time.time() - t0:.0f}s]")
+    summary = {}
+    base = torch.tensor(per_run["constant"]["sw"], dtype=D)
+    for arm in arms:
+        sw = torch.tensor(per_run[arm]["sw"], dtype=D)
+        summary[arm] = {
+            "sw": t_interval(sw),
+            "wrong": t_interval(torch.tensor(per_run[arm]["wrong"], dtype=D)),
+            "resid": t_interval(torch.tensor(per_run[arm]["resid"], dtype=D)),
+        }
+        if arm != "constant":
+            summary[arm]["sw_minus_constant"] = t_interval(sw - base)
+            summary[arm]["wins_vs_constant"] = int((sw < base).sum())
+    tmpl_sw = torch.tensor(per_run["template"]["sw"], dtype=D)
+    summary["grpo"]["sw_minus_template"] = t_interval(
+        torch.tensor(per_run["grpo"]["sw"], dtype=D) - tmpl_sw
+    )
+    seconds = round(time.time() - t0, 1)
+    full = {
+        "package": "trips",
+        "setup": setup,
+        "seeds": len(seeds),
+        "arms": list(arms),
+        "chosen": chosen,
+        "grid_sizes": {"constant": len(const_grid), "template": len(tmpl_grid)},
+        "summary": summary,
+        "trajectory_steps": steps,
+        "trajectory": trajectory,
+        "grpo": {
+            "iterations": setup["grpo_iterations"],
+            "particles": setup["grpo_particles"],
+            "reward_first5": sum(hist.mean_reward[:5]) / 5,
+            "reward_last5": sum(hist.mean_reward[-5:]) / 5,
+            "tune_sw_template": tune_sw["template"],
+            "tune_sw_grpo": tune_sw["grpo"],
+            "mean_schedule": {k: getattr(grpo_sched, k).tolist() for k in ("cfg", "dc", "eta")},
+        },
+        "per_run": per_run,
+        "seconds": seconds,
+    }
+    out = args.out or (RESULTS if quick else HERE / "reproduce_full.json")
+    out.write_text(json.dumps(full, indent=1) + "\n")
+    if quick and args.out is None:
+        write_readme(full)
+    st_, sc_ = summary["template"]["sw"][0], summary["constant"]["sw"][0]
+    d, h = summary["template"]["sw_minus_constant"]
+    dg, hg = summary["grpo"]["sw_minus_template"]
+    row = {
+        "package": "trips",
+        "claim": (
+            f"exact Gaussian-mixture toy, 28 NFE: sliced W2 to the closed-form posterior, best TriPS-T "
+            f"template vs best constant (beta, CFG, eta) grid, both chosen on tuning instances: "
+            f"{d:+.3f} ± {h:.3f} (95% CI, {len(seeds)} seeds x {setup['n_test']} test instances); "
+            f"GRPO vs its template start {dg:+.3f} ± {hg:.3f}"
+        ),
+        "paper": "TriPS-T beats fixed-schedule flow baselines (FlowDPS etc.) on all metrics; TriPS-G improves perception further (SD3.5-M, no numbers retrievable)",
+        "ours": round(st_, 4),
+        "baseline": round(sc_, 4),
+        "ratio": round(st_ / sc_, 4),
+        "seconds": seconds,
+    }
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
