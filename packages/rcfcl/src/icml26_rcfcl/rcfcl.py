@@ -212,7 +212,7 @@ def local_update(
 
     # 3. calibrated local adaptation
     lam = cfg.kd * (1.0 - magnitude) if cfg.uses_drift else 0.0
-    opt = torch.optim.SGD(clf.parameters(), lr=cfg.lr)
+    params_c = list(clf.parameters())  # plain SGD (torch.optim would import torch._dynamo)
     n, nr = len(y), len(yr)
     clf.train()
     for _ in range(cfg.local_epochs):
@@ -232,9 +232,10 @@ def local_update(
                         q = F.softmax(teacher(xr[j]) / t, dim=1)
                     kd = F.kl_div(F.log_softmax(logits_r / t, dim=1), q, reduction="batchmean")
                     loss = loss + lam * t * t * kd
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            grads = torch.autograd.grad(loss, params_c)
+            with torch.no_grad():
+                for prm, g in zip(params_c, grads):
+                    prm.sub_(cfg.lr * g)
 
     # the generator learns the new classes and replays its own old ones
     if cfg.uses_replay and cfg.gen_epochs > 0:
@@ -352,7 +353,7 @@ def simulate(
             flags[k, r] |= res.drift
             mags[k, r] = res.magnitude
             raws[k, r] = res.raw_magnitude
-            results[k] = _corrupt(res, corrupt.get((r, k)))
+            results[k] = corrupt_update(res, corrupt.get((r, k)))
         rej: dict = {}
         for c in range(len(clusters)):
             members = {k: results[k] for k in range(K) if assign[k] == c}
@@ -399,7 +400,7 @@ def _main_cluster(assign: np.ndarray, results: dict[int, LocalResult], n_cluster
     return int(np.argmax(size))
 
 
-def _corrupt(res: LocalResult, how: str | None) -> LocalResult:
+def corrupt_update(res: LocalResult, how: str | None) -> LocalResult:
     if how is None:
         return res
     if how == "nan":

@@ -145,6 +145,7 @@ class AsyncDriftScenario:
         tasks = [tuple(int(c) for c in ch) for ch in np.split(classes, n_tasks)]
         n_rounds = n_tasks * rounds_per_task
         eligible = [r for r in range(n_rounds) if r % rounds_per_task != 0]
+        eligible = eligible or list(range(1, n_rounds)) or [0]  # one round per task
         drifting = sorted(rng.choice(n_clients, size=n_drifting, replace=False).tolist())
         onset = {k: int(rng.choice(eligible)) for k in drifting}
         lo, hi = magnitude_range
