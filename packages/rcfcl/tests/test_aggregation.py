@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-
 from icml26_rcfcl import (
     aggregation_weights,
     drift_weighted_average,
@@ -33,7 +32,9 @@ def test_permutation_invariant():
     ups, n, m = _updates(rng), [10, 30, 5, 25, 30], [0.1, 0.0, 0.8, 0.4, 0.2]
     a = drift_weighted_average(ups, n, m, beta=3.0)
     perm = rng.permutation(5)
-    b = drift_weighted_average([ups[i] for i in perm], [n[i] for i in perm], [m[i] for i in perm], beta=3.0)
+    b = drift_weighted_average(
+        [ups[i] for i in perm], [n[i] for i in perm], [m[i] for i in perm], beta=3.0
+    )
     for x, y in zip(a, b):
         np.testing.assert_allclose(x, y, rtol=1e-12)
 

@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-
 from icml26_rcfcl import (
     ClassConditionalDriftDetector,
     auc,
@@ -46,7 +45,7 @@ def test_detects_a_mean_shift():
     rng = np.random.default_rng(2)
     y = np.zeros(80, dtype=int)
     det = ClassConditionalDriftDetector().fit_reference(rng.normal(size=(80, 3)), y)
-    rep = det.score(rng.normal(size=(80, 3)) + [1.5, 0, 0], y)
+    rep = det.score(rng.normal(size=(80, 3)) + np.array([1.5, 0, 0]), y)
     assert rep.drift and rep.p_value < 1e-4 and rep.magnitude > 0.5
 
 

@@ -7,8 +7,8 @@ import torch
 pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
-from icml26_rcfcl import AsyncDriftScenario, RCFCLConfig, load_digits_xy, simulate  # noqa: E402
-from icml26_rcfcl.flower import RCFCLStrategy, run_flower_simulation  # noqa: E402
+from icml26_rcfcl import AsyncDriftScenario, RCFCLConfig, load_digits_xy, simulate
+from icml26_rcfcl.flower import RCFCLStrategy, run_flower_simulation
 
 torch.set_num_threads(1)
 
@@ -24,7 +24,9 @@ def test_strategy_is_a_flower_fedavg():
 def test_flower_run_equals_simulator_and_survives_a_bad_client():
     x, y = load_digits_xy()
     m = np.isin(y, [0, 1, 2, 3])
-    sc = AsyncDriftScenario.make(x[m], y[m], n_clients=3, n_tasks=2, rounds_per_task=1, n_drifting=1, seed=0)
+    sc = AsyncDriftScenario.make(
+        x[m], y[m], n_clients=3, n_tasks=2, rounds_per_task=1, n_drifting=1, seed=0
+    )
     cfg = RCFCLConfig(method="rcfcl", gen_epochs=2, local_epochs=1, tolerance=0.0)
     corrupt = {(1, 2): "shape"}  # client 2 sends a mis-shaped model in round 2
     ref = simulate(sc, cfg, seed=3, corrupt=corrupt)

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-
 from icml26_rcfcl import ConditionalVAE, CVAEConfig, load_digits_xy
 
 

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from icml26_rcfcl import AsyncDriftScenario, detection_scores
 
 
@@ -23,6 +22,7 @@ def test_deterministic_and_drift_applied_from_onset():
             xa, ya = a.client_data(k, r)
             xb, yb = b.client_data(k, r)
             np.testing.assert_array_equal(xa, xb)
+            np.testing.assert_array_equal(ya, yb)
             idx = a._shards[a.task_of(r)][k]
             x0, y0 = a.x_train[idx], a.y_train[idx]
             if r < on:
@@ -39,7 +39,9 @@ def test_deterministic_and_drift_applied_from_onset():
 def test_seen_and_old_classes():
     s = _toy(n_drifting=0)
     assert s.seen_classes(0) == [] and s.seen_classes(1) == [0, 1] and s.seen_classes(3) == [0, 1]
-    assert s.seen_classes(4) == [0, 1, 2, 3] and s.old_classes(4) == [0, 1] and s.old_classes(2) == []
+    assert (
+        s.seen_classes(4) == [0, 1, 2, 3] and s.old_classes(4) == [0, 1] and s.old_classes(2) == []
+    )
 
 
 def test_detection_scores_by_hand():
@@ -55,6 +57,14 @@ def test_detection_scores_by_hand():
 def test_bad_input():
     with pytest.raises(ValueError, match="magnitude: client 0"):
         s = _toy(n_drifting=0)
-        AsyncDriftScenario(s.x_train, s.y_train, s.x_test, s.y_test, s.tasks, n_clients=4, magnitude={0: float("nan")})
+        AsyncDriftScenario(
+            s.x_train,
+            s.y_train,
+            s.x_test,
+            s.y_test,
+            s.tasks,
+            n_clients=4,
+            magnitude={0: float("nan")},
+        )
     with pytest.raises(ValueError, match="k: client index"):
         _toy(n_drifting=0).client_data(7, 0)

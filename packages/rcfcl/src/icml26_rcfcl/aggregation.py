@@ -14,8 +14,9 @@ drops them and aggregates the rest, so one bad client does not lose the round.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,7 @@ class RoundResult:
 
 
 def robust_drift_average(
-    updates: dict[object, tuple[Params, float, float]],
+    updates: Mapping[Any, tuple[Params, float, float]],
     reference: Params,
     beta: float = 0.0,
 ) -> RoundResult:

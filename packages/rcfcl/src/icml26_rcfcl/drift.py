@@ -172,9 +172,7 @@ class ClassConditionalDriftDetector:
     def classes(self) -> list[int]:
         return sorted(self._ref)
 
-    def score(
-        self, x: np.ndarray, y: np.ndarray, classes: list[int] | None = None
-    ) -> DriftReport:
+    def score(self, x: np.ndarray, y: np.ndarray, classes: list[int] | None = None) -> DriftReport:
         """Test each class present in both ``y`` and the reference (or exactly ``classes``).
 
         A class named in ``classes`` with fewer than ``min_samples`` current or reference
@@ -232,7 +230,9 @@ class ClassConditionalDriftDetector:
             # one stratified test over the classes: U = sum_c U_c, exact null moments
             pairs = sum(v["n1"] * v["n2"] for v in per_class.values())
             u = sum(v["auc"] * v["n1"] * v["n2"] for v in per_class.values())
-            var = sum(v["n1"] * v["n2"] * (v["n1"] + v["n2"] + 1) / 12.0 for v in per_class.values())
+            var = sum(
+                v["n1"] * v["n2"] * (v["n1"] + v["n2"] + 1) / 12.0 for v in per_class.values()
+            )
             z = (u - (0.5 + 0.5 * self.tolerance) * pairs) / math.sqrt(var)
             p_value = 0.5 * math.erfc(z / math.sqrt(2.0))
         else:

@@ -32,7 +32,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
 from .aggregation import Params, robust_drift_average
-from .rcfcl import RCFCLConfig, corrupt_update, client_seed, init_params, local_update
+from .rcfcl import RCFCLConfig, client_seed, corrupt_update, init_params, local_update
 from .scenarios import AsyncDriftScenario, load_digits_xy
 
 

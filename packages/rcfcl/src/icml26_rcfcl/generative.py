@@ -14,6 +14,7 @@ client, and its weights average well under FedAvg (a GAN's do not).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,7 +90,7 @@ class ConditionalVAE(nn.Module):
         self._check_labels(yt, "y")
         gen = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)
-        params = list(self.parameters())
+        params: list[torch.Tensor] = list(self.parameters())
         # Adam (Kingma & Ba), written out: torch.optim's first use imports torch._dynamo
         # (seconds per process, and per Flower actor)
         m1 = [torch.zeros_like(p) for p in params]
@@ -102,13 +103,15 @@ class ConditionalVAE(nn.Module):
                 idx = perm[i : i + batch_size]
                 grads = torch.autograd.grad(self.loss(xt[idx], yt[idx]), params)
                 step += 1
-                with torch.no_grad():
-                    for p, g, a, v in zip(params, grads, m1, m2):
-                        a.mul_(b1).add_(g, alpha=1 - b1)
-                        v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                        ahat = a / (1 - b1**step)
-                        vhat = v / (1 - b2**step)
-                        p.sub_(lr * ahat / (vhat.sqrt() + eps))
+                with torch.no_grad():  # multi-tensor ops: one call per step, not per tensor
+                    torch._foreach_mul_(m1, b1)
+                    torch._foreach_add_(m1, grads, alpha=1 - b1)
+                    torch._foreach_mul_(m2, b2)
+                    torch._foreach_addcmul_(m2, grads, grads, value=1 - b2)
+                    denom = torch._foreach_sqrt(m2)
+                    torch._foreach_div_(denom, math.sqrt(1 - b2**step))
+                    torch._foreach_add_(denom, eps)
+                    torch._foreach_addcdiv_(params, m1, denom, value=-lr / (1 - b1**step))
         return self
 
     @torch.no_grad()

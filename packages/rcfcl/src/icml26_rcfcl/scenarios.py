@@ -68,7 +68,11 @@ class AsyncDriftScenario:
 
     def seen_classes(self, r: int) -> list[int]:
         """Classes the global model has been trained on before round r (reference exists)."""
-        return sorted({c for t in self.tasks[: (r - 1) // self.rounds_per_task + 1] for c in t}) if r > 0 else []
+        return (
+            sorted({c for t in self.tasks[: (r - 1) // self.rounds_per_task + 1] for c in t})
+            if r > 0
+            else []
+        )
 
     def old_classes(self, r: int) -> list[int]:
         """Classes of the tasks before round r's task (replayed, not in the local data)."""
@@ -136,7 +140,7 @@ class AsyncDriftScenario:
         rng = np.random.default_rng(seed)
         perm = rng.permutation(len(y))
         if test is None:
-            n_test = int(round(test_fraction * len(y)))
+            n_test = round(test_fraction * len(y))
             te, tr = perm[:n_test], perm[n_test:]
             x_te, y_te = x[te], y[te]
         else:
