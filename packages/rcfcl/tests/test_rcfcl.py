@@ -42,6 +42,9 @@ def test_a_drifting_client_is_flagged_and_down_weighted(small):
         )
     assert reports[0].drift and reports[0].magnitude > 0.8
     assert not any(r.drift for r in reports[1:]), [r.raw_magnitude for r in reports]
+    # the magnitude sent to the server is gated by the test: 0 unless drift is flagged
+    assert all(r.magnitude == 0.0 and r.raw_magnitude > 0 for r in reports[1:])
+    assert reports[0].magnitude == reports[0].raw_magnitude
 
 
 def test_simulate_rounds_go_on_past_bad_clients(small):
