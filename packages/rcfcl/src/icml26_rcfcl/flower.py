@@ -1,4 +1,4 @@
-"""RC-FCL on Flower (``pip install 'icml26-rcfcl[flower]'``): a ClientApp and a FedAvg strategy.
+"""RC-FCL on Flower (``pip install "flwr[simulation]>=1.22"``): a ClientApp and a FedAvg strategy.
 
 * ``RCFCLClient``: the client's round (``local_update``: reference from the received generator,
   drift test, weighted local adaptation) as a Flower ``ClientApp`` ``train`` handler. It replies
@@ -25,6 +25,13 @@ from logging import WARNING
 from typing import Any
 
 import numpy as np
+
+try:
+    import flwr  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without Flower
+    raise ImportError(
+        'icml26_rcfcl.flower needs Flower: pip install "flwr[simulation]>=1.22"'
+    ) from exc
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.common import log

@@ -209,7 +209,8 @@ def local_update(
 
     # 3. calibrated local adaptation
     lam = cfg.kd * (1.0 - magnitude) if cfg.uses_drift else 0.0
-    params_c: list[torch.Tensor] = list(clf.parameters())  # plain SGD (torch.optim would import torch._dynamo)
+    # plain SGD (torch.optim would import torch._dynamo)
+    params_c: list[torch.Tensor] = list(clf.parameters())
     n, nr = len(y), len(yr)
     clf.train()
     for _ in range(cfg.local_epochs):
