@@ -25,9 +25,11 @@ def test_flower_run_equals_simulator_and_survives_a_bad_client():
     x, y = load_digits_xy()
     m = np.isin(y, [0, 1, 2, 3])
     sc = AsyncDriftScenario.make(
-        x[m], y[m], n_clients=3, n_tasks=2, rounds_per_task=1, n_drifting=1, seed=0
+        x[m], y[m], n_clients=3, n_tasks=1, rounds_per_task=2, n_drifting=0, seed=0
     )
-    cfg = RCFCLConfig(method="rcfcl", gen_epochs=2, local_epochs=1, tolerance=0.0)
+    # client 0 inverts its images from round 2 on: flagged, so beta * m_0 matters
+    sc.onset, sc.magnitude, sc.kind = {0: 1}, {0: 1.0}, {0: "virtual"}
+    cfg = RCFCLConfig(method="rcfcl", gen_epochs=5, local_epochs=2, tolerance=0.0, beta=5.0)
     corrupt = {(1, 2): "shape"}  # client 2 sends a mis-shaped model in round 2
     ref = simulate(sc, cfg, seed=3, corrupt=corrupt)
     params, strategy = run_flower_simulation(sc, cfg, seed=3, corrupt=corrupt)
@@ -38,3 +40,5 @@ def test_flower_run_equals_simulator_and_survives_a_bad_client():
     assert set(strategy.rejected[2]) == {2} and "shape" in strategy.rejected[2][2]
     assert strategy.rejected[1] == {}
     assert set(strategy.drift[2]) == {0, 1}
+    flag, m0 = strategy.drift[2][0]
+    assert flag and m0 > 0.5  # the drifting client was down-weighted by exp(-beta m_0)
