@@ -1,0 +1,76 @@
+"""The client round and the simulator: determinism, detection of a drifting client, robust rounds."""
+
+import numpy as np
+import pytest
+import torch
+from icml26_rcfcl import AsyncDriftScenario, RCFCLConfig, load_digits_xy, local_update, simulate
+from icml26_rcfcl.rcfcl import init_params
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def small():
+    x, y = load_digits_xy()
+    m = np.isin(y, [0, 1, 2, 3])
+    return AsyncDriftScenario.make(
+        x[m], y[m], n_clients=4, n_tasks=2, rounds_per_task=2, n_drifting=0, seed=0
+    )
+
+
+def test_local_update_is_deterministic(small):
+    cfg = RCFCLConfig(gen_epochs=2, local_epochs=2)
+    p = init_params(cfg, 0)
+    x, y = small.client_data(0, 1)
+    a = local_update(p, x, y, seen_classes=[0, 1], old_classes=[], cfg=cfg, seed=5)
+    b = local_update(p, x, y, seen_classes=[0, 1], old_classes=[], cfg=cfg, seed=5)
+    assert all(np.array_equal(u, v) for u, v in zip(a.params, b.params))
+
+
+def test_a_drifting_client_is_flagged_and_down_weighted(small):
+    # after training on the first task, client 0's data inverted (virtual drift m = 1)
+    cfg = RCFCLConfig(gen_epochs=20, local_epochs=5, tolerance=0.3)
+    res = simulate(small, RCFCLConfig(method="fedavg_gr", gen_epochs=20, local_epochs=5), seed=0)
+    p = res.params
+    reports = []
+    for k in range(4):
+        x, y = small.client_data(k, 0)
+        if k == 0:
+            x = 1.0 - x
+        reports.append(
+            local_update(p, x, y, seen_classes=[0, 1, 2, 3], old_classes=[], cfg=cfg, seed=k)
+        )
+    assert reports[0].drift and reports[0].magnitude > 0.8
+    assert not any(r.drift for r in reports[1:]), [r.raw_magnitude for r in reports]
+    # the magnitude sent to the server is gated by the test: 0 unless drift is flagged
+    assert all(r.magnitude == 0.0 and r.raw_magnitude > 0 for r in reports[1:])
+    assert reports[0].magnitude == reports[0].raw_magnitude
+
+
+def test_simulate_rounds_go_on_past_bad_clients(small):
+    cfg = RCFCLConfig(gen_epochs=1, local_epochs=1)
+    res = simulate(
+        small, cfg, seed=0, corrupt={(0, 1): "nan", (1, 2): "shape", (2, 0): "magnitude"}
+    )
+    assert (
+        set(res.rejected[0]) == {1} and set(res.rejected[1]) == {2} and set(res.rejected[2]) == {0}
+    )
+    assert "NaN" in res.rejected[0][1] and "shape" in res.rejected[1][2]
+    assert all(np.all(np.isfinite(p)) for p in res.params)
+    assert res.acc[-1].mean() > 0.3
+
+
+def test_bad_config_and_data():
+    with pytest.raises(ValueError, match="method"):
+        RCFCLConfig(method="fedprox")
+    cfg = RCFCLConfig()
+    with pytest.raises(ValueError, match="no local data"):
+        local_update(
+            init_params(cfg),
+            np.zeros((0, 64)),
+            np.zeros(0),
+            seen_classes=[],
+            old_classes=[],
+            cfg=cfg,
+            seed=0,
+        )

@@ -1,0 +1,70 @@
+"""Asynchronous drift scenarios and detection scoring."""
+
+import numpy as np
+import pytest
+from icml26_rcfcl import AsyncDriftScenario, detection_scores
+
+
+def _toy(**kw):
+    rng = np.random.default_rng(0)
+    x = rng.random((400, 6)).astype(np.float32)
+    y = np.repeat(np.arange(4), 100)
+    return AsyncDriftScenario.make(x, y, n_clients=4, n_tasks=2, rounds_per_task=3, **kw)
+
+
+def test_deterministic_and_drift_applied_from_onset():
+    a, b = _toy(n_drifting=4, seed=3), _toy(n_drifting=4, seed=3)
+    assert a.onset == b.onset and a.magnitude == b.magnitude
+    for k in range(4):
+        on, m = a.onset[k], a.magnitude[k]
+        assert on % 3 != 0  # never the first round of a task
+        for r in range(a.n_rounds):
+            xa, ya = a.client_data(k, r)
+            xb, yb = b.client_data(k, r)
+            np.testing.assert_array_equal(xa, xb)
+            np.testing.assert_array_equal(ya, yb)
+            idx = a._shards[a.task_of(r)][k]
+            x0, y0 = a.x_train[idx], a.y_train[idx]
+            if r < on:
+                np.testing.assert_array_equal(xa, x0)
+                np.testing.assert_array_equal(ya, y0)
+            elif a.kind[k] == "virtual":
+                np.testing.assert_allclose(xa, (1 - m) * x0 + m * (1 - x0), rtol=1e-6)
+            else:  # labels swapped inside the pair, a fraction of about m
+                swapped = ya != y0
+                assert np.all(ya[swapped] == (y0[swapped] ^ 1))
+                assert set(ya) <= set(a.tasks[a.task_of(r)])
+
+
+def test_seen_and_old_classes():
+    s = _toy(n_drifting=0)
+    assert s.seen_classes(0) == [] and s.seen_classes(1) == [0, 1] and s.seen_classes(3) == [0, 1]
+    assert (
+        s.seen_classes(4) == [0, 1, 2, 3] and s.old_classes(4) == [0, 1] and s.old_classes(2) == []
+    )
+
+
+def test_detection_scores_by_hand():
+    s = _toy(n_drifting=0)
+    s.onset = {0: 2, 1: 4}
+    flags = np.zeros((4, 6), bool)
+    flags[0, 3] = True  # TP, delay 1
+    flags[2, 1] = True  # FP (never drifts); client 1 missed: FN
+    d = detection_scores(flags, s)
+    assert d["precision"] == 0.5 and d["recall"] == 0.5 and d["f1"] == 0.5 and d["delay"] == 1.0
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="magnitude: client 0"):
+        s = _toy(n_drifting=0)
+        AsyncDriftScenario(
+            s.x_train,
+            s.y_train,
+            s.x_test,
+            s.y_test,
+            s.tasks,
+            n_clients=4,
+            magnitude={0: float("nan")},
+        )
+    with pytest.raises(ValueError, match="k: client index"):
+        _toy(n_drifting=0).client_data(7, 0)
