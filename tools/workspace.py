@@ -52,6 +52,10 @@ class Member:
     dev: list[str] = field(default_factory=list)
     paper: str = ""  # [tool.icml26] paper = "..."
     status: str = ""  # [tool.icml26] status = "..."
+    # [tool.icml26] unlocked-test-requirements = ["flwr[simulation]==1.42.0"]: exact pins that
+    # the shared lock cannot hold (they cap a library the workspace tooling needs newer); the
+    # `tests` session installs them into the member's venv after the locked sync
+    unlocked_test: list[str] = field(default_factory=list)
 
     def relpath(self, root: Path = ROOT) -> str:
         """The folder relative to the repository root: ``packages/normbt``, ``shared-kernels``."""
@@ -90,6 +94,14 @@ def read_member(folder: Path) -> Member:
             f"{pyproject}: folder packages/{name} must hold {DIST_PREFIX + name}; got {dist!r}"
         )
     meta = data.get("tool", {}).get("icml26", {})
+    unlocked = meta.get("unlocked-test-requirements", [])
+    if not isinstance(unlocked, list) or not all(
+        isinstance(r, str) and "==" in r for r in unlocked
+    ):
+        raise ValueError(
+            f"{pyproject}: [tool.icml26] unlocked-test-requirements must be a list of exact "
+            f'pins ("name==version"); got {unlocked!r}'
+        )
     return Member(
         name=name,
         dist=dist,
@@ -102,6 +114,7 @@ def read_member(folder: Path) -> Member:
         dev=[d for d in data.get("dependency-groups", {}).get("dev", []) if isinstance(d, str)],
         paper=meta.get("paper", ""),
         status=meta.get("status", ""),
+        unlocked_test=list(unlocked),
     )
 
 

@@ -92,3 +92,21 @@ def test_fairpyx_conflict_covers_every_other_member():
         "add to [tool.uv] conflicts in the root pyproject.toml: "
         f"{sorted(others - listed)}; drop: {sorted(listed - others)}"
     )
+
+
+def test_unlocked_test_requirements_must_be_exact_pins(fake_repo):
+    """The ``tests`` session installs these outside uv.lock: a range would make CI drift."""
+    base = '[project]\nname = "icml26-gamma"\nversion = "0.1.0"\n[tool.icml26]\n'
+    write(
+        fake_repo / "packages/gamma/pyproject.toml",
+        base + 'unlocked-test-requirements = ["flwr[simulation]==1.42.0"]\n',
+    )
+    gamma = workspace.get("gamma", fake_repo)
+    assert gamma.unlocked_test == ["flwr[simulation]==1.42.0"]
+    assert workspace.get("alpha", fake_repo).unlocked_test == []
+    write(
+        fake_repo / "packages/gamma/pyproject.toml",
+        base + 'unlocked-test-requirements = ["flwr>=1.22"]\n',
+    )
+    with pytest.raises(ValueError, match="unlocked-test-requirements must be a list of exact"):
+        workspace.discover(fake_repo)
