@@ -174,7 +174,11 @@ def main() -> None:
     for task, make_op in tasks.items():
         op = make_op(torch.Generator().manual_seed(1))
         sampler = FlowDPSSampler(
-            velocity, op, sigma_y=sigma_y, pinv_weight=0.0 if task == "sr2" else 0.8
+            velocity,
+            op,
+            sigma_y=sigma_y,
+            pinv_weight=0.0 if task == "sr2" else 0.8,
+            inner_steps=1,
         )
 
         def run(idx: torch.Tensor, sched: TriadicSchedule, seed: int, op=op, sampler=sampler):

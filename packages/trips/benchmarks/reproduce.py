@@ -126,7 +126,7 @@ class Toy:
     ):
         """Sample ``particles`` per instance; schedules ``(nfe,)`` or ``(nfe, n * P)``."""
         inst, p = self.splits[split], particles or self.P
-        sampler = FlowDPSSampler(self.model.velocity, self.op, sigma_y=self.sigma_y)
+        sampler = FlowDPSSampler(self.model.velocity, self.op, sigma_y=self.sigma_y, inner_steps=1)
         y = inst["y"].repeat_interleave(p, 0)
         cond = inst["c"].repeat_interleave(p)
         return sampler.sample(
@@ -197,7 +197,7 @@ def run_grpo(toy: Toy, start: TriadicSchedule, iterations: int, particles: int, 
     inst = toy.splits["tune"]
     n, g_size = inst["n"], 4
     # one sampler call rolls out every (instance, schedule, particle): reorder to that layout
-    sampler = FlowDPSSampler(toy.model.velocity, toy.op, sigma_y=toy.sigma_y)
+    sampler = FlowDPSSampler(toy.model.velocity, toy.op, sigma_y=toy.sigma_y, inner_steps=1)
     y = inst["y"].repeat_interleave(g_size * particles, 0)
     cond = inst["c"].repeat_interleave(g_size * particles)
 

@@ -95,7 +95,9 @@ def test_dc_step_is_normalised_residual_gradient():
     xh = x0.clone().requires_grad_(True)
     hand = 0.5 * ((xh @ a.T - y) @ p.T).norm(dim=1) + 0.5 * (xh @ a.T - y).norm(dim=1)
     (g,) = torch.autograd.grad(hand.sum(), xh)
-    one = FlowDPSSampler(mlp_velocity(), MatrixOperator(a)).data_consistency(x0, y, 0.5, beta)
+    one = FlowDPSSampler(mlp_velocity(), MatrixOperator(a), inner_steps=1).data_consistency(
+        x0, y, 0.5, beta
+    )
     torch.testing.assert_close(one, x0 - 0.4 * (0.25 + 0.75 * 0.25) * g)
     # at sigma = 1 the loss is the back-projected residual ||A+ A x - A+ y|| (pinv branch)
     loss = sampler.dc_loss(x0, y, 1.0)
