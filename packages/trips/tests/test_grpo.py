@@ -33,10 +33,10 @@ def test_ratio_one_and_kl_zero_at_init_and_gradient_is_reinforce():
     loss, stats = grpo_loss(pi, ref, coeffs, logp_old, adv)
     torch.testing.assert_close(stats["ratio"], torch.ones(6, dtype=D))
     assert float(stats["kl"]) == 0.0
-    (g_ppo,) = torch.autograd.grad(loss, pi.mean_logit)
+    (g_ppo,) = torch.autograd.grad(loss, pi.log_alpha)
     # at r = 1 the clipped surrogate's gradient is the policy gradient -mean(A grad log pi)
     reinforce = -(pi.log_prob(coeffs)[:, None] * adv).mean()
-    (g_pg,) = torch.autograd.grad(reinforce, pi.mean_logit)
+    (g_pg,) = torch.autograd.grad(reinforce, pi.log_alpha)
     torch.testing.assert_close(g_ppo, g_pg)
 
 
@@ -61,11 +61,11 @@ def test_clipping_stops_the_gradient_outside_the_trust_region():
     adv = torch.tensor([1.0, 1.0], dtype=D)  # positive advantage, ratio above 1 + eps -> clipped
     loss, stats = grpo_loss(pi, ref, coeffs, logp_old, adv, kl_coef=0.0)
     assert bool((stats["ratio"] > 1.2).all())
-    (grad,) = torch.autograd.grad(loss, pi.mean_logit)
+    (grad,) = torch.autograd.grad(loss, pi.log_alpha)
     assert float(grad.abs().max()) == 0.0
     # negative advantage is not clipped from above: the gradient is back
     loss, _ = grpo_loss(pi, ref, coeffs, logp_old, -adv, kl_coef=0.0)
-    (grad,) = torch.autograd.grad(loss, pi.mean_logit)
+    (grad,) = torch.autograd.grad(loss, pi.log_alpha)
     assert float(grad.abs().max()) > 0.0
 
 

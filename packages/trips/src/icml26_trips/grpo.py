@@ -2,8 +2,9 @@
 
 The action is a whole schedule: ``3 x (n + 1)`` Bernstein coefficients ``c ~ Beta(kappa mu,
 kappa (1 - mu))`` (independent; official ``n = 25``, ``kappa = 50``), mapped to the
-(CFG, DC, eta) curves by ``bernstein_schedule``; ``mu`` is the trainable mean, initialised at an
-L-BFGS fit of a TriPS-T template. One iteration (official ``train_grpo_schedule_w_val.py``):
+(CFG, DC, eta) curves by ``bernstein_schedule``; ``mu`` is initialised at an L-BFGS fit of a
+TriPS-T template, and the trainable parameters are ``log alpha`` and ``log beta`` (the official
+``DiagBetaPolicy``: mean and concentration both learn). One iteration (official ``train_grpo_schedule_w_val.py``):
 
 1. draw a group of ``G`` schedules, roll each out on the same ``I`` images (rewards averaged
    over seeds), rewards ``R`` of shape ``(G, I)``;
@@ -33,7 +34,8 @@ class BernsteinBetaPolicy(nn.Module):
     Args:
         init_coeffs: initial means ``mu_0`` in ``(0, 1)``, shape ``(3, degree + 1)`` ordered
             (cfg, dc, eta), e.g. ``fit_schedule(make_template(...))``.
-        kappa: concentration; ``alpha = kappa mu``, ``beta = kappa (1 - mu)`` (official 50).
+        kappa: initial concentration; ``alpha = kappa mu``, ``beta = kappa (1 - mu)`` at init
+            (official 50). Trained: ``log_alpha`` and ``log_beta`` (official parametrisation).
         bounds: the boxes the coefficients are mapped into.
         nfe: number of sampling steps of the produced schedules.
     """
@@ -53,18 +55,24 @@ class BernsteinBetaPolicy(nn.Module):
             raise ValueError("init_coeffs must lie strictly inside (0, 1)")
         if kappa <= 0:
             raise ValueError(f"kappa must be > 0, got {kappa}")
-        self.mean_logit = nn.Parameter(torch.logit(init_coeffs.detach().to(torch.float64)))
-        self.kappa = float(kappa)
+        mu0 = init_coeffs.detach().to(torch.float64)
+        self.log_alpha = nn.Parameter(torch.log(kappa * mu0))  # (3, n+1)
+        self.log_beta = nn.Parameter(torch.log(kappa * (1.0 - mu0)))  # (3, n+1)
         self.bounds = bounds if bounds is not None else ScheduleBounds()
         self.nfe = nfe
 
     @property
     def mean(self) -> torch.Tensor:
-        return torch.sigmoid(self.mean_logit)  # (3, n+1)
+        """``alpha / (alpha + beta)``, ``(3, n+1)``."""
+        return torch.sigmoid(self.log_alpha - self.log_beta)
+
+    @property
+    def concentration(self) -> torch.Tensor:
+        """``alpha + beta`` (``kappa`` at init), ``(3, n+1)``."""
+        return self.log_alpha.exp() + self.log_beta.exp()
 
     def distribution(self) -> Beta:
-        mu = self.mean.clamp(1e-6, 1 - 1e-6)
-        return Beta(self.kappa * mu, self.kappa * (1 - mu))
+        return Beta(self.log_alpha.exp().clamp_min(1e-6), self.log_beta.exp().clamp_min(1e-6))
 
     def sample(self, group_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``group_size`` coefficient sets ``(G, 3, n + 1)``; seeded by ``generator``."""
