@@ -241,7 +241,10 @@ def _static_pair(kind):
             m = _layer(3, static_capacity=static)
             m.router_bias.copy_(torch.linspace(-1, 1, 24).view(4, 6))
         else:
-            m = L.MoE(16, 6, 2, 12, init_std=0.3, static_capacity=static, backend="torch")
+            m = L.MoE(
+                16, 6, 2, 12, init_std=0.3, aux_loss_coef=0.1, z_loss_coef=0.01,
+                static_capacity=static, backend="torch",
+            )  # fmt: skip
             m.router_bias.copy_(torch.linspace(-1, 1, 6))
         out.append(m.train())
     return out
@@ -264,9 +267,12 @@ def test_fullgraph_compile_matches_eager(kind, compiler):
         dy = torch.randn(2, 5, 16, generator=gen)
         xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
         ya, yb = eager(xa), compiled(xb)
-        (ya * dy).sum().backward()
-        (yb * dy).sum().backward()
+        la = (ya * dy).sum() + (eager.aux_loss if kind == "moe" else 0)
+        lb = (yb * dy).sum() + (static.aux_loss if kind == "moe" else 0)
+        la.backward()
+        lb.backward()
         torch.testing.assert_close(yb, ya, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(lb, la, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(xb.grad, xa.grad, rtol=1e-5, atol=1e-6)
         for (name, pa), pb in zip(eager.named_parameters(), static.parameters()):
             torch.testing.assert_close(pb.grad, pa.grad, rtol=1e-5, atol=1e-6, msg=name)
