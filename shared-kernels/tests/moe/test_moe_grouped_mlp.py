@@ -126,7 +126,7 @@ def test_block_gathered_form_used_under_compile_equals_the_brute_force(static):
     from icml26_kernels.moe.grouped_mlp import _grouped_mlp_blocks
 
     N, k, E, D, M, DO, bs = 11, 3, 5, 6, 7, 4, 4
-    idx, _, x, g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=3)
+    idx, _, x, _, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=3)
     perm = make_permutation(idx, E, bs, num_rows=max_rows(N * k, E, bs) if static else None)
     w1r, w2r = w1.clone().requires_grad_(), w2.clone().requires_grad_()
     xp = permute(x, perm, backend="torch").requires_grad_()
