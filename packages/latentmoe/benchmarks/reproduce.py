@@ -37,6 +37,7 @@ from pathlib import Path
 import icml26_latentmoe as L
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 import torch.multiprocessing as mp
 from icml26_kernels.moe import topk_router
 
@@ -68,34 +69,34 @@ def log(msg: str) -> None:
 # 1. communication
 # ------------------------------------------------------------------------------------------
 class Wire:
-    """Record the bytes each ``all_to_all_single`` call sends to *other* ranks."""
+    """Record the bytes each functional ``all_to_all_single`` call sends to *other* ranks (the
+    package's HP / EP collectives and this script's de-duplicated EP all go through it)."""
 
     def __init__(self) -> None:
         self.bytes = 0
         self.calls = 0
-        self._real = dist.all_to_all_single
+        self._real = funcol.all_to_all_single
 
     def __enter__(self) -> Wire:
-        def wrapped(output, input, output_split_sizes=None, input_split_sizes=None, group=None):
+        def wrapped(input, output_split_sizes, input_split_sizes, group, *args, **kw):
             world, me = dist.get_world_size(group), dist.get_rank(group)
             rows = input.shape[0]
             splits = input_split_sizes or [rows // world] * world
             row_bytes = input[0].numel() * input.element_size() if rows else 0
             self.bytes += input.numel() * input.element_size() - splits[me] * row_bytes
             self.calls += 1
-            return self._real(output, input, output_split_sizes, input_split_sizes, group=group)
+            return self._real(input, output_split_sizes, input_split_sizes, group, *args, **kw)
 
-        dist.all_to_all_single = wrapped
+        funcol.all_to_all_single = wrapped
         return self
 
     def __exit__(self, *exc) -> None:
-        dist.all_to_all_single = self._real
+        funcol.all_to_all_single = self._real
 
 
 def _a2a(x: torch.Tensor, send: list[int], recv: list[int]) -> torch.Tensor:
-    out = x.new_empty((sum(recv), *x.shape[1:]))
-    dist.all_to_all_single(out, x.contiguous(), recv, send)
-    return out
+    out = funcol.all_to_all_single(x.contiguous(), recv, send, dist.group.WORLD)
+    return out.wait() if isinstance(out, funcol.AsyncCollectiveTensor) else out
 
 
 def ep_dedup_forward(x: torch.Tensor, idx: torch.Tensor, gates: torch.Tensor, num_experts: int):

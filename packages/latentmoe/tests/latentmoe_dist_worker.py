@@ -13,6 +13,7 @@ import os
 import icml26_latentmoe as L
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 
 D, H, DH, E, M, N = (
     16,
@@ -26,15 +27,17 @@ KS = (2, 3, 4)
 
 
 class _Wire:
-    """Wraps ``dist.all_to_all_single``: the bytes each call really moved to other ranks, read
-    off the tensors handed to the collective (not from the package's own counter)."""
+    """Wraps the functional ``all_to_all_single`` (``torch.distributed._functional_collectives``)
+    that every HP / EP collective goes through, forward and backward: the bytes each call really
+    moved to other ranks, read off the tensors handed to the collective (not from the package's
+    own counter)."""
 
     def __init__(self):
         self.calls: list[int] = []
-        self._real = dist.all_to_all_single
+        self._real = funcol.all_to_all_single
 
     def __enter__(self):
-        def wrapped(output, input, output_split_sizes=None, input_split_sizes=None, group=None):
+        def wrapped(input, output_split_sizes, input_split_sizes, group, *args, **kw):
             me = dist.get_rank(group)
             rows = input.shape[0]
             row_bytes = input.element_size() * input[0].numel() if rows else 0
@@ -43,13 +46,13 @@ class _Wire:
             ] * dist.get_world_size(group)
             kept = splits[me] * row_bytes
             self.calls.append(input.numel() * input.element_size() - kept)
-            return self._real(output, input, output_split_sizes, input_split_sizes, group=group)
+            return self._real(input, output_split_sizes, input_split_sizes, group, *args, **kw)
 
-        dist.all_to_all_single = wrapped
+        funcol.all_to_all_single = wrapped
         return self
 
     def __exit__(self, *exc):
-        dist.all_to_all_single = self._real
+        funcol.all_to_all_single = self._real
 
 
 def _close(a, b, what):
@@ -175,6 +178,44 @@ def _check_unequal_tokens(rank, world, group):
     hp(torch.randn(N, D))  # the group is still usable afterwards
 
 
+def _check_hp_compiles(rank, world, group):
+    """The HP layer under ``torch.compile(fullgraph=True)`` (functional collectives, static
+    capacity, token check off): no graph break, and forward + backward equal eager."""
+    torch._dynamo.reset()
+    mine = slice(rank * N, (rank + 1) * N)
+    mods = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        mods.append(
+            L.MultiHeadLatentMoE(
+                D,
+                H,
+                DH,
+                E,
+                2,
+                M,
+                init_std=0.3,
+                backend="torch",
+                process_group=group,
+                static_capacity=True,
+                check_token_counts=False,
+            )
+        )
+    eager, static = mods
+    compiled = torch.compile(static, fullgraph=True, backend="aot_eager")
+    x, dy, _ = _data(world, seed=3)
+    xa, xb = x[mine].clone().requires_grad_(), x[mine].clone().requires_grad_()
+    ya = eager(xa)
+    yb = compiled(xb)
+    (ya * dy[mine]).sum().backward()
+    (yb * dy[mine]).sum().backward()
+    _close(yb, ya.detach(), "compiled HP output")
+    _close(xb.grad, xa.grad, "compiled HP input grad")
+    for (name, pa), pb in zip(eager.named_parameters(), static.parameters()):
+        _close(pb.grad, pa.grad, f"compiled HP grad {name}")
+    assert torch.equal(static.expert_load, eager.expert_load)
+
+
 class _Net(torch.nn.Module):
     """A shared weight around one MH-LatentMoE layer: both kinds of parameters."""
 
@@ -258,6 +299,7 @@ def run(rank: int, world: int, port: int, checks: str = "all") -> None:
         if checks == "all":
             _check_hp(rank, world, group)
             _check_ep(rank, world, group)
+            _check_hp_compiles(rank, world, group)
         _check_unequal_tokens(rank, world, group)
         if world == 4:
             _check_hp_dp(rank, world)

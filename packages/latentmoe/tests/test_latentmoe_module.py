@@ -230,3 +230,56 @@ def test_static_capacity_gives_the_same_layer(backend):
         res.append([xr.grad, m.w1.grad, m.w2.grad, m.router.grad, m.expert_load.float()])
     for a, b in zip(*res):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _static_pair(kind):
+    """(exact-buffer eager layer, static-capacity copy with the same weights and bias)."""
+    out = []
+    for static in (False, True):
+        torch.manual_seed(0)
+        if kind == "multi_head":
+            m = _layer(3, static_capacity=static)
+            m.router_bias.copy_(torch.linspace(-1, 1, 24).view(4, 6))
+        else:
+            m = L.MoE(
+                16, 6, 2, 12, init_std=0.3, aux_loss_coef=0.1, z_loss_coef=0.01,
+                static_capacity=static, backend="torch",
+            )  # fmt: skip
+            m.router_bias.copy_(torch.linspace(-1, 1, 6))
+        out.append(m.train())
+    return out
+
+
+@pytest.mark.parametrize("kind", ["multi_head", "moe"])
+@pytest.mark.parametrize(
+    "compiler", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
+)
+def test_fullgraph_compile_matches_eager(kind, compiler):
+    # fullgraph=True raises on any graph break (a device read-back, a tensor turned into a Python
+    # int); aot_eager traces dynamo + AOT autograd (forward and backward graphs) without
+    # inductor's C++ build, inductor (slow, ~35 s here) also generates the kernels.
+    torch._dynamo.reset()
+    eager, static = _static_pair(kind)
+    compiled = torch.compile(static, fullgraph=True, backend=compiler)
+    for step in range(2):  # a second call reuses the graph (new routing, same shapes)
+        gen = torch.Generator().manual_seed(step)
+        x = torch.randn(2, 5, 16, generator=gen)
+        dy = torch.randn(2, 5, 16, generator=gen)
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = eager(xa), compiled(xb)
+        la = (ya * dy).sum() + (eager.aux_loss if kind == "moe" else 0)
+        lb = (yb * dy).sum() + (static.aux_loss if kind == "moe" else 0)
+        la.backward()
+        lb.backward()
+        torch.testing.assert_close(yb, ya, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(lb, la, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(xb.grad, xa.grad, rtol=1e-5, atol=1e-6)
+        for (name, pa), pb in zip(eager.named_parameters(), static.parameters()):
+            torch.testing.assert_close(pb.grad, pa.grad, rtol=1e-5, atol=1e-6, msg=name)
+        assert torch.equal(static.expert_load, eager.expert_load)  # the buffer update is traced
+    assert int(static.expert_load.sum()) > 0
+
+
+def test_moe_static_capacity_is_single_process_only():
+    with pytest.raises(ValueError, match="static_capacity"):
+        L.MoE(16, 6, 2, 12, static_capacity=True, process_group=object(), backend="torch")

@@ -32,5 +32,11 @@ class KeepRouterFP32(nn.Module):
 
 def recomputing() -> bool:
     """True while autograd runs a backward pass, e.g. when activation checkpointing replays a
-    forward: load statistics must not be counted a second time then."""
+    forward: load statistics must not be counted a second time then.
+
+    Under ``torch.compile`` the forward is traced once and never replayed by Python, so this is
+    False there (the graph-task id is a Python int that dynamo cannot put in a graph).
+    """
+    if torch.compiler.is_compiling():
+        return False
     return torch._C._current_graph_task_id() != -1

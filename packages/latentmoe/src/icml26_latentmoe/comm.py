@@ -13,6 +13,11 @@ Analytical model per layer forward, per rank, N tokens on the rank, W ranks, b b
 
 HP's volume is independent of k and its splits are the same at every step; EP's grows with k,
 depends on the routing, and needs the split-size exchange before the data can move.
+
+The collective itself is the *functional* ``all_to_all_single`` of
+``torch.distributed._functional_collectives`` (forward and backward both), so ``torch.compile``
+traces it into the graph instead of breaking on the in-place ``dist.all_to_all_single``.
+Recording is eager-only (skipped while compiling).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 
 __all__ = [
     "CommStats",
@@ -81,7 +87,7 @@ def count_comm() -> Iterator[CommStats]:
 
 
 def _record(kind: str, x: torch.Tensor, splits: Sequence[int], rank: int) -> None:
-    if not _ACTIVE:
+    if torch.compiler.is_compiling() or not _ACTIVE:
         return
     row_bytes = x.element_size() * math.prod(x.shape[1:])
     remote = sum(s for r, s in enumerate(splits) if r != rank) * row_bytes
@@ -91,11 +97,12 @@ def _record(kind: str, x: torch.Tensor, splits: Sequence[int], rank: int) -> Non
 
 
 def _raw_all_to_all(x, in_splits, out_splits, group, kind):
-    rank = dist.get_rank(group)
-    _record(kind, x, in_splits, rank)
-    x = x.contiguous()
-    out = x.new_empty((sum(out_splits), *x.shape[1:]))
-    dist.all_to_all_single(out, x, list(out_splits), list(in_splits), group=group)
+    if not torch.compiler.is_compiling():
+        _record(kind, x, in_splits, dist.get_rank(group))
+    # functional collective (module attribute looked up per call: tests wrap it to read bytes)
+    out = funcol.all_to_all_single(x.contiguous(), list(out_splits), list(in_splits), group)
+    if isinstance(out, funcol.AsyncCollectiveTensor):  # eager: wait here, return a plain tensor
+        out = out.wait()
     return out
 
 

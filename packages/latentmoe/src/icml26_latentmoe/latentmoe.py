@@ -79,11 +79,14 @@ class MultiHeadLatentMoE(KeepRouterFP32):
             are summed over it before the bias update, so the replicas' biases stay equal.
         check_token_counts: under HP, check once per forward (one tiny all-reduce) that every
             rank feeds the same number of tokens; unequal counts otherwise fail inside the
-            all-to-all (gloo) or hang (NCCL). Turn off once the input pipeline is trusted.
+            all-to-all (gloo) or hang (NCCL). In the hot path (and under ``torch.compile``,
+            where its read-back is a graph break) turn it off and call
+            :func:`~icml26_latentmoe.head_parallel.check_equal_tokens` once per step instead.
         static_capacity: size the permuted buffer by its bound P_max = N·k + E·(bs − 1) instead
             of the routing's exact size, and skip the per-call index / finiteness checks: the
             expert path then reads nothing back from the device (no host sync; non-finite
-            router logits give NaN outputs instead of a ValueError).
+            router logits give NaN outputs instead of a ValueError); with it
+            ``torch.compile(fullgraph=True)`` traces the layer, HP collectives included.
         backend: ``"auto" | "triton" | "torch"`` for the kernels.
 
     Initialization draws the full (all-head) tensors from torch's RNG and keeps this rank's

@@ -28,6 +28,7 @@ from icml26_kernels.moe import (
     expert_load,
     grouped_mlp,
     make_permutation,
+    max_rows,
     permute,
     router_z_loss,
     switch_aux_loss,
@@ -55,6 +56,9 @@ class MoE(KeepRouterFP32):
         z_loss_coef: weight of the router z-loss (0 disables it).
         init_std, num_layers: as in :class:`MultiHeadLatentMoE`.
         process_group: a ``torch.distributed`` group for Expert Parallel, or None.
+        static_capacity: (single process only) size the permuted buffer by its bound
+            P_max = N·k + E·(bs − 1) and skip the finiteness check, so nothing is read back from
+            the device and ``torch.compile(fullgraph=True)`` traces the layer.
         backend: ``"auto" | "triton" | "torch"``.
     """
 
@@ -77,6 +81,7 @@ class MoE(KeepRouterFP32):
         init_std: float = 0.02,
         num_layers: int = 1,
         process_group: dist.ProcessGroup | None = None,
+        static_capacity: bool = False,
         backend: str = "auto",
     ) -> None:
         super().__init__()
@@ -96,6 +101,11 @@ class MoE(KeepRouterFP32):
                 f"top_k must be >= 2 (or set aux_loss_coef / z_loss_coef): with k = 1 the gate "
                 f"softmax(one logit) is constantly 1 and the router gets no gradient; got {top_k}"
             )
+        if static_capacity and process_group is not None:
+            raise ValueError(
+                "static_capacity=True needs process_group=None: expert parallelism exchanges "
+                "routing-dependent split sizes, which are read back from the device"
+            )
         self.world_size = 1 if process_group is None else dist.get_world_size(process_group)
         self.rank = 0 if process_group is None else dist.get_rank(process_group)
         if num_experts % self.world_size:
@@ -113,6 +123,7 @@ class MoE(KeepRouterFP32):
             if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1:
                 raise ValueError(f"block_size must be a positive int or None; got {block_size!r}")
         self.block_size, self.backend, self.process_group = block_size, backend, process_group
+        self.static_capacity = bool(static_capacity)
         self.aux_loss_coef, self.z_loss_coef = aux_loss_coef, z_loss_coef
         own = slice(self.rank * self.local_experts, (self.rank + 1) * self.local_experts)
         out_std = init_std / math.sqrt(2 * num_layers)
@@ -142,21 +153,34 @@ class MoE(KeepRouterFP32):
                 f"x must have last dimension d_model={self.d_model}; got shape {tuple(x.shape)}"
             )
         xs = x.reshape(-1, self.d_model)  # (N, d)
+        E, static = self.num_experts, self.static_capacity
         idx, gates = topk_router(
-            xs, self.router, self.router_bias, k=self.top_k, backend=self.backend
-        )
+            xs,
+            self.router,
+            self.router_bias,
+            k=self.top_k,
+            backend=self.backend,
+            check_finite=not static,
+        )  # (N, k)
+        if static:
+            idx = idx.clamp(0, E - 1)  # a non-finite row (-1) stays in bounds; its gates are NaN
         gates = gates.to(xs.dtype)
+        perm = None
+        if self.process_group is None:
+            bs = self._block_size(xs.device)
+            cap = max_rows(idx.numel(), E, bs) if static else None
+            perm = make_permutation(idx, E, bs, num_rows=cap)
         if self.training:
             if not recomputing():  # count once under activation checkpointing
-                self.expert_load += expert_load(idx.detach(), self.num_experts)
+                load = perm.counts if perm is not None else expert_load(idx.detach(), E)
+                self.expert_load += load
             self.aux_loss = None
             if self.aux_loss_coef or self.z_loss_coef:
                 logits = xs.to(self.router.dtype) @ self.router  # (N, E): the losses need all
                 self.aux_loss = self.aux_loss_coef * switch_aux_loss(
                     logits, idx
                 ) + self.z_loss_coef * router_z_loss(logits)
-        if self.process_group is None:
-            perm = make_permutation(idx, self.num_experts, self._block_size(xs.device))
+        if perm is not None:
             yp = grouped_mlp(
                 permute(xs, perm, backend=self.backend),
                 self.w1,

@@ -41,7 +41,13 @@ def expert_load(indices: torch.Tensor, num_experts: int) -> torch.Tensor:
         raise ValueError(f"num_experts must be a positive int; got {num_experts!r}")
     lead = indices.shape[:-2]
     flat = indices.reshape(-1, indices.shape[-2] * indices.shape[-1]).long()  # (G, N·k)
-    if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= num_experts):
+    # the range check reads back from the device; a compiled graph skips it (scatter_add_
+    # still refuses an out-of-range index on CPU)
+    if (
+        not torch.compiler.is_compiling()
+        and flat.numel()
+        and (int(flat.min()) < 0 or int(flat.max()) >= num_experts)
+    ):
         raise ValueError(f"indices must lie in [0, num_experts={num_experts})")
     counts = torch.zeros(flat.shape[0], num_experts, dtype=torch.long, device=indices.device)
     counts.scatter_add_(1, flat, torch.ones_like(flat))

@@ -63,14 +63,36 @@ def _check(x, w1, w2, perm):
 def grouped_mlp_ref(
     x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, perm: Permutation
 ) -> torch.Tensor:
-    """Per-expert loop over the segments: y[seg_e] = gelu(x[seg_e] W1[e]) W2[e]. (P, D_out)."""
+    """Per-expert loop over the segments: y[seg_e] = gelu(x[seg_e] W1[e]) W2[e]. (P, D_out).
+
+    Under ``torch.compile`` the segment sizes (data) cannot become Python ints without a graph
+    break, so the traced path is :func:`_grouped_mlp_blocks` (same result, static shapes).
+    """
     _check(x, w1, w2, perm)
+    if torch.compiler.is_compiling():
+        return _grouped_mlp_blocks(x, w1, w2, perm)
     sizes = (perm.offsets[1:] - perm.offsets[:-1]).tolist()  # padded segment lengths, (E,)
     sizes[-1] += perm.num_rows - sum(sizes)  # a static-capacity tail is the last expert's padding
     # split / unbind (not slicing in a loop) keep the backward linear in P and E
     segs = x.split(sizes, dim=0)
     outs = [F.gelu(seg @ a) @ b for seg, a, b in zip(segs, w1.unbind(0), w2.unbind(0))]
     return torch.cat(outs, 0)
+
+
+def _grouped_mlp_blocks(
+    x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, perm: Permutation
+) -> torch.Tensor:
+    """Static-shape form: every block of ``block_size`` rows belongs to one expert, so gather
+    that expert's weights per block and run one batched matmul, y_b = gelu(x_b W1[e_b]) W2[e_b].
+
+    Nothing is read back from the device (``torch.compile(fullgraph=True)`` traces it). It
+    materializes the gathered weights, (P / bs, D, M) and (P / bs, M, D_out): a portable
+    fallback for compiled CPU / reference runs, not the GPU fast path (that is the Triton kernel).
+    """
+    bs, nb = perm.block_size, perm.num_rows // perm.block_size
+    xb = x.view(nb, bs, x.shape[1])  # (P/bs, bs, D)
+    h = F.gelu(torch.bmm(xb, w1[perm.block_expert]))  # (P/bs, bs, M)
+    return torch.bmm(h, w2[perm.block_expert]).view(perm.num_rows, w2.shape[2])  # (P, D_out)
 
 
 # --------------------------------------------------------------------------------------------
