@@ -1,8 +1,10 @@
 """RC-FCL vs FedAvg, FedAvg + generative replay and a FedDrift-style baseline under
-asynchronous concept drift (scikit-learn digits, 10 clients, 5 tasks of 2 classes).
+asynchronous concept drift (scikit-learn digits, 10 clients, 5 tasks of 2 classes), and a
+second scenario on river's SEA concept-drift stream (10 clients, 10 rounds, abrupt threshold
+switches at known rounds; StreamDriftScenario.river_sea).
 
-    python benchmarks/reproduce.py --quick   # 3 seeds, 2 lr per arm, 2 rounds per task
-    python benchmarks/reproduce.py           # 5 seeds, 3 lr per arm, 3 rounds per task
+    python benchmarks/reproduce.py --quick   # 3 seeds, 2 lr per arm on 2 validation seeds, 2 rounds/task
+    python benchmarks/reproduce.py           # 5 seeds, 3 lr per arm on 3 validation seeds, 3 rounds/task
 
 Protocol
 * 25% of digits is held out once as the reported test set; scenarios train on the rest.
@@ -36,6 +38,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROUNDS_PER_TASK = {True: 2, False: 3}  # --quick: 2 rounds per task (10 rounds), full: 3
+SEA_ROUNDS = 10  # river SEA scenario: one task (2 classes), 10 rounds, 100 samples per client-round
 
 # every arm tunes the same knob, the local learning rate, over the same grid (equal effort);
 # the method-specific knobs are fixed a priori (RC-FCL tolerance 0.5 and test level 0.01, FedDrift threshold 1.0)
@@ -69,24 +72,28 @@ def _data():
     return (x[perm[n_hold:]], y[perm[n_hold:]]), (x[perm[:n_hold]], y[perm[:n_hold]])
 
 
-def _scenario(seed: int, validation: bool, rpt: int):
-    from icml26_rcfcl import AsyncDriftScenario
+def _scenario(data: str, seed: int, validation: bool, rpt: int):
+    from icml26_rcfcl import AsyncDriftScenario, StreamDriftScenario
 
+    if data == "sea":  # river's SEA stream: validation and reported runs use other seeds
+        return StreamDriftScenario.river_sea(n_rounds=SEA_ROUNDS, per_round=100, seed=seed)
     (xp, yp), hold = _data()
     if validation:  # train and validate inside the pool; the held-out set is never seen
         return AsyncDriftScenario.make(xp, yp, rounds_per_task=rpt, test_fraction=0.3, seed=seed)
     return AsyncDriftScenario.make(xp, yp, rounds_per_task=rpt, test=hold, seed=seed)
 
 
-def _run(job: tuple[str, dict, int, bool, int]) -> dict:
+def _run(job: tuple[str, str, dict, int, bool, int]) -> dict:
     from icml26_rcfcl import RCFCLConfig, detection_scores, simulate
 
-    name, overrides, seed, validation, rpt = job
-    sc = _scenario(seed, validation, rpt)
-    cfg = replace(RCFCLConfig(), **overrides)
+    data, name, overrides, seed, validation, rpt = job
+    sc = _scenario(data, seed, validation, rpt)
+    shape = {"x_dim": 3, "n_classes": 2} if data == "sea" else {}
+    cfg = replace(RCFCLConfig(), **shape, **overrides)
     res = simulate(sc, cfg, seed=seed)
     det = detection_scores(res.flags, sc)
     return {
+        "data": data,
         "arm": name,
         "seed": seed,
         "validation": validation,
@@ -108,52 +115,42 @@ def _mean_ci(v: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(t * a.std(ddof=1) / math.sqrt(len(a)))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--workers", type=int, default=2)
-    args = ap.parse_args()
-    t0 = time.time()
-    seeds = [0, 1, 2] if args.quick else [0, 1, 2, 3, 4]
-    val_seeds = [100] if args.quick else [100, 101]
-    rpt = ROUNDS_PER_TASK[args.quick]
-
-    pool = get_context("spawn").Pool(args.workers, initializer=_init_worker)
-    # 1. tuning on validation scenarios, the same number of configurations per arm
-    tune_jobs = []
-    for arm, base in ARMS.items():
-        for lr in LR_GRID[args.quick]:
-            for s in val_seeds:
-                tune_jobs.append((arm, {**base, "lr": lr}, s, True, rpt))
+def _benchmark(pool, data: str, quick: bool, seeds, val_seeds, rpt: int, ablations: dict) -> dict:
+    """Tune every arm's lr on the validation seeds, then run every arm on the reported seeds."""
+    # 1. tuning on validation scenarios, the same configurations and seeds for every arm
+    tune_jobs = [
+        (data, arm, {**base, "lr": lr}, s, True, rpt)
+        for arm, base in ARMS.items()
+        for lr in LR_GRID[quick]
+        for s in val_seeds
+    ]
     tuned_runs = pool.map(_run, tune_jobs)
     chosen: dict[str, dict] = {}
     tuning: dict[str, list] = {}
     for arm in ARMS:
-        rows = [r for r in tuned_runs if r["arm"] == arm]
         by_cfg: dict[str, list] = {}
-        for r in rows:
-            by_cfg.setdefault(json.dumps(r["overrides"], sort_keys=True), []).append(r)
-
-        def score(rs: list) -> float:  # validation accuracy, the same criterion for all
-            return float(np.mean([r["accuracy"] for r in rs]))
-
-        best = max(by_cfg, key=lambda k: score(by_cfg[k]))
+        for r in tuned_runs:
+            if r["arm"] == arm:
+                by_cfg.setdefault(json.dumps(r["overrides"], sort_keys=True), []).append(r)
+        # validation accuracy averaged over the validation seeds, the same criterion for all
+        best = max(by_cfg, key=lambda k: float(np.mean([r["accuracy"] for r in by_cfg[k]])))
         chosen[arm] = json.loads(best)
         tuning[arm] = [
             {
                 "config": json.loads(k),
                 "val_accuracy": float(np.mean([r["accuracy"] for r in rs])),
+                "val_accuracy_per_seed": [r["accuracy"] for r in rs],
                 "val_f1": float(np.mean([r["f1"] for r in rs])),
             }
             for k, rs in by_cfg.items()
         ]
-    for abl, off in ABLATIONS.items():
+    for abl, off in ablations.items():
         chosen[abl] = {**chosen["rcfcl"], **off}
 
     # 2. reported runs: every arm on the same seeds (paired)
-    runs = pool.map(_run, [(arm, chosen[arm], s, False, rpt) for arm in chosen for s in seeds])
-    pool.close()
-
+    runs = pool.map(
+        _run, [(data, arm, chosen[arm], s, False, rpt) for arm in chosen for s in seeds]
+    )
     summary: dict[str, dict] = {}
     for arm in chosen:
         rs = sorted((r for r in runs if r["arm"] == arm), key=lambda r: r["seed"])
@@ -163,8 +160,26 @@ def main() -> None:
         }
         summary[arm]["per_seed_accuracy"] = [r["accuracy"] for r in rs]
     acc = {a: np.array(summary[a]["per_seed_accuracy"]) for a in chosen}
-    diff_gr = _mean_ci(list(acc["rcfcl"] - acc["fedavg_gr"]))
     paired = {a: _mean_ci(list(acc["rcfcl"] - acc[a])) for a in chosen if a != "rcfcl"}
+    return {"chosen": chosen, "tuning": tuning, "summary": summary, "paired": paired, "runs": runs}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    t0 = time.time()
+    seeds = [0, 1, 2] if args.quick else [0, 1, 2, 3, 4]
+    val_seeds = [100, 101] if args.quick else [100, 101, 102]
+    rpt = ROUNDS_PER_TASK[args.quick]
+
+    pool = get_context("spawn").Pool(args.workers, initializer=_init_worker)
+    digits = _benchmark(pool, "digits", args.quick, seeds, val_seeds, rpt, ABLATIONS)
+    sea_ablations = {k: ABLATIONS[k] for k in ("rcfcl-no-detection", "rcfcl-no-weights")}
+    sea = _benchmark(pool, "sea", args.quick, seeds, val_seeds, SEA_ROUNDS, sea_ablations)
+    pool.close()
+    summary, chosen, diff_gr = digits["summary"], digits["chosen"], digits["paired"]["fedavg_gr"]
     ours, base = summary["rcfcl"]["accuracy"][0], summary["fedavg_gr"]["accuracy"][0]
     seconds = time.time() - t0
     line = {
@@ -187,20 +202,24 @@ def main() -> None:
         "validation_seeds": val_seeds,
         "rounds_per_task": rpt,
         "chosen": chosen,
-        "tuning": tuning,
+        "tuning": digits["tuning"],
         "summary": summary,
-        "paired_rcfcl_minus": paired,
-        "runs": runs,
+        "paired_rcfcl_minus": digits["paired"],
+        "runs": digits["runs"],
+        "sea": sea,
     }
     out = HERE / ("results_quick.json" if args.quick else "results.json")
     out.write_text(json.dumps(full, indent=1, default=float) + "\n")
-    for arm in chosen:
-        s = summary[arm]
-        print(
-            f"# {arm:28s} acc {100 * s['accuracy'][0]:5.1f} ± {100 * s['accuracy'][1]:4.1f}  "
-            f"forget {100 * s['forgetting'][0]:5.1f}  F1 {s['f1'][0]:.2f}  delay {s['delay'][0]:.2f}",
-            file=sys.stderr,
-        )
+    for data, res in (("digits", digits), ("sea", sea)):
+        for arm in res["chosen"]:
+            s = res["summary"][arm]
+            print(
+                f"# {data:6s} {arm:28s} lr {res['chosen'][arm]['lr']:.2f}  "
+                f"acc {100 * s['accuracy'][0]:5.1f} ± {100 * s['accuracy'][1]:4.1f}  "
+                f"forget {100 * s['forgetting'][0]:5.1f}  F1 {s['f1'][0]:.2f}  "
+                f"delay {s['delay'][0]:.2f}",
+                file=sys.stderr,
+            )
     print(json.dumps(line))
 
 

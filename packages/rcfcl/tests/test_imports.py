@@ -11,6 +11,7 @@ EXPECTED_ALL = [
     "RCFCLConfig",
     "RoundResult",
     "SimulationResult",
+    "StreamDriftScenario",
     "__version__",
     "aggregation_weights",
     "auc",

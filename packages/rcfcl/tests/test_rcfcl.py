@@ -1,5 +1,7 @@
 """The client round and the simulator: determinism, detection of a drifting client, robust rounds."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -27,11 +29,16 @@ def test_local_update_is_deterministic(small):
     assert all(np.array_equal(u, v) for u, v in zip(a.params, b.params))
 
 
-def test_a_drifting_client_is_flagged_and_down_weighted(small):
+@pytest.fixture(scope="module")
+def trained(small):
+    """Global model after both tasks of ``small`` (classes 0-3), FedAvg + generative replay."""
+    return simulate(small, RCFCLConfig(method="fedavg_gr", gen_epochs=20, local_epochs=5), seed=0)
+
+
+def test_a_drifting_client_is_flagged_and_down_weighted(small, trained):
     # after training on the first task, client 0's data inverted (virtual drift m = 1)
     cfg = RCFCLConfig(gen_epochs=20, local_epochs=5, tolerance=0.3)
-    res = simulate(small, RCFCLConfig(method="fedavg_gr", gen_epochs=20, local_epochs=5), seed=0)
-    p = res.params
+    p = trained.params
     reports = []
     for k in range(4):
         x, y = small.client_data(k, 0)
@@ -45,6 +52,28 @@ def test_a_drifting_client_is_flagged_and_down_weighted(small):
     # the magnitude sent to the server is gated by the test: 0 unless drift is flagged
     assert all(r.magnitude == 0.0 and r.raw_magnitude > 0 for r in reports[1:])
     assert reports[0].magnitude == reports[0].raw_magnitude
+
+
+def test_kd_weight_is_calibrated_by_the_flagged_magnitude(small, trained):
+    # lambda(m) = lambda_0 (1 - m): a flagged client with magnitude m and KD weight lambda_0 must
+    # train exactly like the same client left unflagged (same data, same random stream: the
+    # test still runs, tolerance 0.99 keeps it from flagging) with KD weight lambda_0 (1 - m)
+    x, y = small.client_data(0, 2)  # task 1 (classes 2, 3): classes 0, 1 are replayed
+    flip = np.random.default_rng(0).random(len(y)) < 0.7
+    y = np.where(flip, 5 - y, y)  # real drift: 70% of the labels swapped 2 <-> 3
+    kw = dict(seen_classes=[0, 1, 2, 3], old_classes=[0, 1], seed=3)
+    base = RCFCLConfig(gen_epochs=0, local_epochs=2, weighting=False, tolerance=0.3, kd=4.0)
+    flagged = local_update(trained.params, x, y, cfg=base, **kw)
+    m = flagged.magnitude
+    assert flagged.drift and 0.5 < m < 1.0, m
+    quiet = replace(base, tolerance=0.99, alpha=1e-6, kd=4.0 * (1.0 - m))
+    unflagged = local_update(trained.params, x, y, cfg=quiet, **kw)
+    assert not unflagged.drift and unflagged.raw_magnitude == m
+    for a, b in zip(flagged.params, unflagged.params):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
+    # ... and the KD term is active: the uncalibrated weight lambda_0 trains differently
+    plain = local_update(trained.params, x, y, cfg=replace(quiet, kd=4.0), **kw)
+    assert max(np.abs(a - b).max() for a, b in zip(flagged.params, plain.params)) > 1e-3
 
 
 def test_simulate_rounds_go_on_past_bad_clients(small):

@@ -68,3 +68,36 @@ def test_bad_input():
         )
     with pytest.raises(ValueError, match="k: client index"):
         _toy(n_drifting=0).client_data(7, 0)
+
+
+def test_river_sea_stream_has_its_drift_at_the_known_rounds():
+    pytest.importorskip("river")
+    from icml26_rcfcl import StreamDriftScenario
+
+    sc = StreamDriftScenario.river_sea(n_clients=6, n_rounds=5, per_round=400, n_drifting=3, seed=1)
+    assert len(sc.onset) == 3 and all(1 <= o < 5 for o in sc.onset.values())
+    theta = {0: 8.0, 1: 9.0, 2: 7.0, 3: 9.5}  # SEA (Street & Kim 2001): y = x1 + x2 > theta
+    for k in range(6):
+        for r in range(5):
+            x, y = sc.client_data(k, r)
+            assert x.shape == (400, 3) and x.min() >= 0 and x.max() <= 1
+            s = 10.0 * (x[:, 0].astype(np.float64) + x[:, 1])
+            v = sc.variant[k] if k in sc.onset and r >= sc.onset[k] else 0
+            # the label follows the concept of the round, exactly from the onset on
+            far = np.abs(s - theta[v]) > 1e-4  # float32 rounding at the boundary
+            np.testing.assert_array_equal(y[far], (s[far] > theta[v]).astype(np.int64))
+            if v:  # and the switch relabels the band between the two thresholds
+                a, b = sorted((theta[0], theta[v]))
+                band = (s > a + 1e-4) & (s <= b - 1e-4)
+                assert band.any() and np.all((y[band] == 1) == (theta[v] < theta[0]))
+    # magnitude = P(label changes) = (b^2 - a^2) / 200, against a Monte Carlo estimate
+    rng = np.random.default_rng(0)
+    u = rng.uniform(0, 10, size=(200_000, 2)).sum(1)
+    for k, v in sc.variant.items():
+        mc = np.mean((u > theta[0]) != (u > theta[v]))
+        assert sc.magnitude[k] == pytest.approx(mc, rel=0.03)
+    # the first round is clean for every client, and a drifting scenario scores with F1
+    x_te, y_te = sc.test_data(0)
+    np.testing.assert_array_equal(y_te, (10.0 * (x_te[:, 0] + x_te[:, 1]) > 8.0).astype(np.int64))
+    with pytest.raises(ValueError, match="n_drifting"):
+        StreamDriftScenario.river_sea(n_clients=2, n_drifting=3)

@@ -25,7 +25,7 @@ from .rcfcl import (
     local_update,
     simulate,
 )
-from .scenarios import AsyncDriftScenario, load_digits_xy
+from .scenarios import AsyncDriftScenario, StreamDriftScenario, load_digits_xy
 
 __version__ = "0.1.0"
 
@@ -40,6 +40,7 @@ __all__ = [
     "RCFCLConfig",
     "RoundResult",
     "SimulationResult",
+    "StreamDriftScenario",
     "__version__",
     "aggregation_weights",
     "auc",

@@ -184,3 +184,97 @@ def load_digits_xy() -> tuple[np.ndarray, np.ndarray]:
         ) from exc
     d = load_digits()
     return (d.data / 16.0).astype(np.float32), d.target.astype(np.int64)
+
+
+SEA_THRESHOLDS = {0: 8.0, 1: 9.0, 2: 7.0, 3: 9.5}  # river.datasets.synth.SEA: y = x1 + x2 > theta
+
+
+def sea_label_change(variant: int) -> float:
+    """P(label differs between SEA concept 0 and ``variant``) for x1, x2 ~ U(0, 10):
+    the density of s = x1 + x2 is s / 100 on [0, 10], so P(a < s <= b) = (b^2 - a^2) / 200."""
+    a, b = sorted((SEA_THRESHOLDS[0], SEA_THRESHOLDS[variant]))
+    return (b * b - a * a) / 200.0
+
+
+@dataclass
+class StreamDriftScenario(AsyncDriftScenario):
+    """Clients that read their own river stream: every client starts on one concept and client
+    k switches to another concept at round ``onset[k]`` (abrupt real drift, P(y | x) changes).
+
+    Data is drawn once per (client, round) and stored; ``magnitude[k]`` is the fraction of the
+    input space whose label the switch changes. Build it with :meth:`river_sea`.
+    """
+
+    stream: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    variant: dict[int, int] = field(default_factory=dict)  # client -> concept after its onset
+
+    def client_data(self, k: int, r: int) -> tuple[np.ndarray, np.ndarray]:
+        if not 0 <= k < self.n_clients:
+            raise ValueError(f"k: client index must be in [0, {self.n_clients}); got {k}")
+        if not 0 <= r < self.n_rounds:
+            raise ValueError(f"r: round must be in [0, {self.n_rounds}); got {r}")
+        x, y = self.stream[(k, r)]
+        return x.copy(), y.copy()
+
+    @classmethod
+    def river_sea(
+        cls,
+        *,
+        n_clients: int = 10,
+        n_rounds: int = 10,
+        per_round: int = 100,
+        n_drifting: int = 5,
+        noise: float = 0.0,
+        n_test: int = 1000,
+        seed: int = 0,
+    ) -> StreamDriftScenario:
+        """river's SEA stream (3 features in [0, 10], scaled to [0, 1]; binary label).
+
+        Every client reads ``SEA(variant=0)``; a drifting client switches to ``SEA(variant=v_k)``,
+        v_k in {1, 2, 3}, at a random round >= 1 and stays there. The test set is concept 0.
+        Needs the ``river`` extra (``pip install icml26-rcfcl[river]``).
+        """
+        try:
+            from river.datasets import synth
+        except ImportError as exc:  # pragma: no cover - exercised without the extra
+            raise ImportError(
+                "StreamDriftScenario.river_sea needs river: pip install 'icml26-rcfcl[river]'"
+            ) from exc
+        if not 0 <= n_drifting <= n_clients:
+            raise ValueError(f"n_drifting: expected in [0, {n_clients}]; got {n_drifting}")
+        if n_rounds < 2 or per_round < 2:
+            raise ValueError(f"n_rounds, per_round: expected >= 2; got {n_rounds}, {per_round}")
+
+        def take(variant: int, n: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+            rows = list(synth.SEA(variant=variant, noise=noise, seed=s).take(n))
+            x = np.array([[d[0], d[1], d[2]] for d, _ in rows], dtype=np.float32) / 10.0
+            return x, np.array([int(t) for _, t in rows], dtype=np.int64)
+
+        rng = np.random.default_rng(seed)
+        drifting = sorted(rng.choice(n_clients, size=n_drifting, replace=False).tolist())
+        onset = {k: int(rng.integers(1, n_rounds)) for k in drifting}
+        variant = {k: int(rng.integers(1, 4)) for k in drifting}
+        stream = {}
+        for k in range(n_clients):
+            for r in range(n_rounds):
+                v = variant[k] if k in onset and r >= onset[k] else 0
+                # one river seed per (scenario, client, round): rounds do not share samples
+                stream[(k, r)] = take(v, per_round, (seed * 7919 + k) * 1009 + r)
+        x_te, y_te = take(0, n_test, seed * 7919 + 7907)
+        x_tr, y_tr = stream[(0, 0)]
+        return cls(
+            x_train=x_tr,
+            y_train=y_tr,
+            x_test=x_te,
+            y_test=y_te,
+            tasks=[(0, 1)],
+            n_clients=n_clients,
+            rounds_per_task=n_rounds,
+            onset=onset,
+            magnitude={k: sea_label_change(v) for k, v in variant.items()},
+            kind={k: "real" for k in drifting},
+            seed=seed,
+            n_classes=2,
+            stream=stream,
+            variant=variant,
+        )
