@@ -40,6 +40,19 @@ def test_ratio_one_and_kl_zero_at_init_and_gradient_is_reinforce():
     torch.testing.assert_close(g_ppo, g_pg)
 
 
+def test_alpha_and_beta_both_learn_with_the_closed_form_score():
+    """Official DiagBetaPolicy parametrisation: d log Beta(c; a, b) / d log a =
+    a (log c + psi(a + b) - psi(a)), and likewise for b with log(1 - c)."""
+    pi = policy(degree=2, seed=7)
+    c = pi.sample(1, torch.Generator().manual_seed(8))[0]  # (3, 3)
+    ga, gb = torch.autograd.grad(pi.log_prob(c[None]).sum(), (pi.log_alpha, pi.log_beta))
+    a, b = pi.log_alpha.detach().exp(), pi.log_beta.detach().exp()
+    dg = torch.digamma
+    torch.testing.assert_close(ga, a * (torch.log(c) + dg(a + b) - dg(a)))
+    torch.testing.assert_close(gb, b * (torch.log1p(-c) + dg(a + b) - dg(b)))
+    torch.testing.assert_close(pi.concentration.detach(), torch.full((3, 3), 50.0, dtype=D))
+
+
 def test_log_prob_is_sum_of_beta_densities():
     pi = policy(degree=2)
     c = pi.sample(3, torch.Generator().manual_seed(3))
