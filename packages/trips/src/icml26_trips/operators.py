@@ -59,11 +59,11 @@ class LinearOperator:
             rs = rs_new
         return x
 
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, *in_shape) -> (B, *out_shape)
+        raise NotImplementedError(f"{type(self).__name__} must implement _forward(x): A x")
 
-    def _adjoint(self, y: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+    def _adjoint(self, y: torch.Tensor) -> torch.Tensor:  # (B, *out_shape) -> (B, *in_shape)
+        raise NotImplementedError(f"{type(self).__name__} must implement _adjoint(y): Aᵀ y")
 
     def _check(self, t: torch.Tensor, name: str, shape: tuple[int, ...]) -> None:
         if tuple(t.shape[1:]) != tuple(shape):
