@@ -279,6 +279,4 @@ def test_zero_particles_and_bad_num_resampled_raise_naming_the_argument():
         wrapped(jax.random.PRNGKey(0), jnp.zeros(4), jnp.zeros((4, 2)), num_resampled=0)
     state, update_fn, weight_fn = _setup(8)
     with pytest.raises(ValueError, match="num_resampled must be a positive int"):
-        blackjax_step(
-            jax.random.PRNGKey(0), state, update_fn, weight_fn, diffusion_resample, 0
-        )
+        blackjax_step(jax.random.PRNGKey(0), state, update_fn, weight_fn, diffusion_resample, 0)

@@ -41,7 +41,11 @@ def index_resampler(
     def resample(key, log_w, x, num_resampled=None):
         if log_w.ndim != 1 or log_w.shape[0] < 1:
             raise ValueError(f"log_w must have shape (N,) with N >= 1; got {log_w.shape}")
-        n = log_w.shape[0] if num_resampled is None else _positive_int("num_resampled", num_resampled)
+        n = (
+            log_w.shape[0]
+            if num_resampled is None
+            else _positive_int("num_resampled", num_resampled)
+        )
         idx = resample_fn(key, jnp.exp(jax.nn.log_softmax(log_w)), n)
         return jnp.full((n,), -jnp.log(n), dtype=log_w.dtype), jax.tree.map(lambda v: v[idx], x)
 
