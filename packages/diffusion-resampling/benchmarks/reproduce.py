@@ -15,9 +15,10 @@ Design: every method is tuned over its official sweep (run_lgssm.sh) on R_tune *
 sets (own seeds), by ll_mse; the chosen setting is evaluated on R fresh data sets with the same
 filter seed for every method (paired). Reported: per-method means and paired differences
 (diffusion − baseline) ± standard errors across data sets. Sweeps: diffusion a = −1,
-T ∈ {1, 2, 3}, n_steps ∈ {4, 8, 16, 32}, Euler probability-flow ODE (--quick: QUICK_STEPS);
+T ∈ {1, 2, 3}, n_steps ∈ {4, 8, 16, 32}, Euler probability-flow ODE (--quick: n_steps ∈ {4, 8});
 soft α ∈ {.5, .7, .9}; Gumbel τ ∈ {.1, .3, .5}; OT ε ∈ {.4, .8, 1.6}; multinomial (not
-differentiable) for reference. Not run: the official L-BFGS parameter fits, the SDE /
+differentiable) for reference. Sizes (SIZES): --quick tunes on 8 sets (2 × 2 grid) and
+evaluates on 48 (2 × 2), 16 gradient seeds; the full run 16 (3 × 3), 100 (4 × 4), 50. Not run: the official L-BFGS parameter fits, the SDE /
 other-integrator diffusion variants.
 
 Compilation is counted and amortised: each method configuration is compiled once for a fixed
