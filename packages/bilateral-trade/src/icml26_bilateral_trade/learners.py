@@ -22,6 +22,7 @@ Randomness is drawn once in `reset`, indexed by round, so both paths consume the
 from __future__ import annotations
 
 import math
+import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -68,6 +69,17 @@ def _check_T(T: int) -> int:
     if int(T) != T or T < 1:
         raise ValueError(f"T: horizon must be an integer >= 1, got {T!r}")
     return int(T)
+
+
+def _check_sizes(K: int | None, N: int | None, c_K: float, c_N: float) -> None:
+    """K, N explicit or from K = ceil(c_K T^{1/4}), N = ceil(c_N T^{1/2}): all must be valid."""
+    if K is not None and (int(K) != K or K < 2):
+        raise ValueError(f"K: the price grid needs an integer >= 2 prices, got {K!r}")
+    if N is not None and (int(N) != N or N < 1):
+        raise ValueError(f"N: need an integer >= 1 rounds per exploration line, got {N!r}")
+    for name, c in (("c_K", c_K), ("c_N", c_N)):
+        if not (isinstance(c, numbers.Real) and math.isfinite(c) and c > 0):
+            raise ValueError(f"{name}: the rate constant must be a finite number > 0, got {c!r}")
 
 
 def _first(mask: Array) -> int:
@@ -129,10 +141,7 @@ class GBBTrader(Policy):
             raise ValueError(f"phase1: expected 'ucb' or 'exp3', got {self.phase1!r}")
         if not 0 < self.delta < 1:
             raise ValueError(f"delta: must be in (0, 1), got {self.delta!r}")
-        if self.K is not None and self.K < 2:
-            raise ValueError("K: the price grid needs at least 2 prices")
-        if self.N is not None and self.N < 1:
-            raise ValueError("N: need at least 1 round per exploration line")
+        _check_sizes(self.K, self.N, self.c_K, self.c_N)
         if self.reserve < 0:
             raise ValueError("reserve: must be >= 0")
 
@@ -412,6 +421,9 @@ class FixedPriceWBB(Policy):
     name: str = "FixedPriceWBB"
     T: int = field(default=0, init=False)
     phase_marks: dict[str, int | None] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        _check_sizes(self.K, self.N, self.c_K, self.c_N)
 
     def reset(self, T: int, rng: np.random.Generator) -> None:
         T = self.T = _check_T(T)
