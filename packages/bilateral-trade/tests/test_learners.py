@@ -25,6 +25,11 @@ def _same(a, b):
         (lambda: bt.GBBTrader(K=4, N=30, guard=False), bt.IndependentUniform(), 4000),
         (lambda: bt.GBBTrader(beta="paper"), bt.separated_markets(), 4096),  # stops in phase 2
         (lambda: bt.GBBTrader(phase1="exp3"), bt.separated_markets(), 5000),  # the paper's EXP3
+        (
+            lambda: bt.GBBTrader(K=5, N=30, beta="paper", phase1="exp3", guard=False),
+            bt.separated_markets(),
+            7500,
+        ),  # the paper's configuration through all three phases
         (lambda: bt.GBBTrader(), bt.correlated_four_rectangles(), 1500),  # phase 1 only
         (lambda: bt.FixedPriceWBB(), bt.separated_markets(), 3000),
         (lambda: bt.FixedPriceWBB(K=3, N=200), bt.IndependentUniform(), 700),  # ends exploring
@@ -61,6 +66,30 @@ def test_exp3_phase_one_learns_the_most_profitable_arm():
     late = slice(e1 // 2, e1)  # second half of phase 1 beats uniform play (1.66x measured)
     assert tr.profit[late].mean() > 1.3 * uniform_rate
     assert np.all(spread > 0)
+
+
+def test_exp3_sampler_draws_its_stated_law_before_and_after_a_rebuild():
+    from icml26_bilateral_trade.learners import _Exp3
+
+    M, gamma = 7, 0.2
+    ex = _Exp3(M, gamma)
+    rng = np.random.default_rng(0)
+    coins = (np.arange(100_000) + 0.5) / 100_000  # a uniform grid of coins: frequencies = law
+    for step in range(2):
+        for k, r in zip(rng.integers(M, size=30), rng.random(30)):
+            ex.update(int(k), float(r), 0.3)
+        if step == 1:  # gamma r / (prob M) = 286 per update: the tree is rebuilt (shifted)
+            for _ in range(3):
+                ex.update(2, 1.0, 1e-4)
+            assert ex.shift > 0
+        lw = np.array(ex.logw)
+        w = np.exp(lw - lw.max())
+        law = (1 - gamma) * w / w.sum() + gamma / M  # EXP3: (1 - gamma) w / sum w + gamma / M
+        draws = [ex.draw(float(c)) for c in coins]
+        freq = np.bincount([k for k, _ in draws], minlength=M) / coins.size
+        np.testing.assert_allclose(freq, law, atol=2 * M / coins.size)
+        for k, prob in draws[::997]:
+            assert prob == pytest.approx(law[k], rel=1e-12)
 
 
 def test_sharp_beta_is_the_exact_worst_case_of_exploration():
