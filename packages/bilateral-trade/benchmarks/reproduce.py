@@ -137,7 +137,9 @@ def slope_ci(Ts, reg) -> list[float]:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--workers", type=int, default=2, help="processes (results do not depend on it)")
+    ap.add_argument(
+        "--workers", type=int, default=2, help="processes (results do not depend on it)"
+    )
     args = ap.parse_args()
     t0 = time.time()
     Ts = [2**k for k in (range(12, 21, 2) if args.quick else range(12, 21))]
@@ -149,7 +151,7 @@ def main():
     info = {}
     for en, mk in ENVS.items():
         env = mk()
-        g, gft, pro = bt.pair_tables(env, 1025)
+        _, _, pro = bt.pair_tables(env, 1025)
         info[en] = {
             "opt_gbb": bt.opt_gbb(env, 1025).value,
             "opt_wbb": bt.opt_wbb(env, 1025)[0],
@@ -171,7 +173,10 @@ def main():
         for en in envs:
             for n in names:
                 recs = [done[(table, en, n, s)] for s in seeds]  # [seed][T]
-                get = lambda k: np.array([[r[a][k] for r in recs] for a in range(len(Ts))])  # noqa: E731
+
+                def get(k, recs=recs):  # (T, seeds)
+                    return np.array([[r[a][k] for r in recs] for a in range(len(Ts))])
+
                 reg, prof = get("regret"), get("profit")  # (T, seeds)
                 K = [int(k) for k in get("K")[:, 0]]
                 disc = np.array(
@@ -202,9 +207,9 @@ def main():
                 }
     # ------------------------------------------------------------------ tables (stderr)
     cols = " | ".join(f"2^{int(np.log2(T))}" for T in Ts)
-    ci = lambda v, a: f"{v[0][a]:.2f} [{v[1][a]:.2f}, {v[2][a]:.2f}]"  # noqa: E731
-    sl = lambda s: f"{s[0]:.3f} [{s[1]:.3f}, {s[2]:.3f}]"  # noqa: E731
-    ph = lambda r: "/".join(f"{x:.0%}" for x in r["reached_phase3"])  # noqa: E731
+    ci = lambda v, a: f"{v[0][a]:.2f} [{v[1][a]:.2f}, {v[2][a]:.2f}]"
+    sl = lambda s: f"{s[0]:.3f} [{s[1]:.3f}, {s[2]:.3f}]"
+    ph = lambda r: "/".join(f"{x:.0%}" for x in r["reached_phase3"])
     e = info["separated_markets"]
     log(
         f"\n### A. separated_markets (OPT_GBB {e['opt_gbb']:.4f}, OPT_WBB {e['opt_wbb']:.4f}, "
@@ -212,19 +217,21 @@ def main():
     )
     log(f"| learner | {cols} | slope [95% CI] | GBB held | worst final profit | reached phase 3 |")
     log("|---" * (len(Ts) + 5) + "|")
-    for n, r in out["A"]["separated_markets"].items():
+    for r in out["A"]["separated_markets"].values():
         cells = " | ".join(ci(r["R_over_T34"], a) for a in range(len(Ts)))
         log(
             f"| {r['label']} | {cells} | {sl(r['slope'])} | {r['gbb_held']:.0%} | "
             f"{min(r['final_profit_min']):.0f} | {ph(r)} |"
         )
-    log("\n### B. nested dyadic grids K = 2^ceil(log2(T)/4)+1: R / T^3/4 = discretisation + learning")
+    log(
+        "\n### B. nested dyadic grids K = 2^ceil(log2(T)/4)+1: R / T^3/4 = discretisation + learning"
+    )
     log(
         f"| env (pi_max) | learner | {cols} | slope R | slope learning | GBB held | reached phase 3 |"
     )
     log("|---" * (len(Ts) + 6) + "|")
     for en, rs in out["B"].items():
-        for n, r in rs.items():
+        for r in rs.values():
             cells = " | ".join(
                 f"{r['R_over_T34'][0][a]:.2f} = {r['disc_over_T34'][a]:.2f} + "
                 f"{ci(r['learning_over_T34'], a)}"

@@ -141,6 +141,7 @@ def test_learner_plays_through_the_gymnasium_env():
     assert info["cum_profit"] == pytest.approx(pol.bank, abs=1e-9)
 
 
+@pytest.mark.timeout(180)
 def test_gymnasium_env_without_gymnasium_says_what_to_install():
     # a bare install imports the class; constructing it names the extra
     code = (
@@ -149,5 +150,5 @@ def test_gymnasium_env_without_gymnasium_says_what_to_install():
         "try:\n    bt.BilateralTradeEnv(bt.separated_markets())\n"
         "except ImportError as e:\n    print(e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150)
     assert "icml26-bilateral-trade[gym]" in out.stdout, out.stderr

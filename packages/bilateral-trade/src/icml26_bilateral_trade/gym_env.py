@@ -41,7 +41,7 @@ class BilateralTradeEnv(_Base):
     `reset(seed=...)` seeds the valuation draws, so equal seeds give equal episodes.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium.Env's attribute)
 
     def __init__(self, env: ValuationEnv, horizon: int | None = None) -> None:
         try:
