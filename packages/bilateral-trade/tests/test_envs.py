@@ -116,6 +116,15 @@ def test_gymnasium_env_one_bit_profit_and_horizon():
     assert info["cum_profit"] == pytest.approx(total)
     # P(trade at (0.5, 0.9)) = 0.45 (the rich market only): 5-sigma band
     assert abs(trades / 500 - 0.45) < Z * np.sqrt(0.45 * 0.55 / 500)
+    # a subsidised pair (p, q) = (0.5, 0.4): cheap market trades iff b >= 0.4 (prob 2/3), rich
+    # market always (s <= 0.5, b >= 0.9): P = 0.55 * 2/3 + 0.45 = 0.8167, reward -0.1 per trade
+    bits = []
+    for _ in range(500):
+        trade, reward, *_ = env.step(np.array([0.5, 0.4]))
+        assert reward == pytest.approx(-0.1 * trade)
+        bits.append(trade)
+    pt = 0.55 * 2 / 3 + 0.45
+    assert abs(np.mean(bits) - pt) < Z * np.sqrt(pt * (1 - pt) / 500)
     with pytest.raises(ValueError, match="action"):
         env.step(np.array([0.5, 0.4, 0.3]))
     with pytest.raises(ValueError, match="horizon"):
