@@ -291,7 +291,7 @@ def ema_trajectory(
                 if alias[k] != k:
                     state[k] = state[alias[k]]
                 elif _is_float(v):
-                    state[k] = acc[k].to(v.dtype)
+                    state[k] = acc[k].to(v.dtype, copy=True)  # acc is updated in place
                 else:
                     state[k] = sd[k].detach().clone()
             out.append(state)
