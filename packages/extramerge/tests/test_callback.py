@@ -9,7 +9,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from icml26_extramerge.hf import ExtraMergeCallback  # noqa: E402
+from icml26_extramerge.hf import ExtraMergeCallback
 
 BASE = torch.tensor([1.0, 2.0, 3.0, 4.0])
 
@@ -114,12 +114,12 @@ def test_running_window_sums_equal_window_means():
 
 
 def test_ema_merge_option_is_the_ema_recursion():
-    cb = ExtraMergeCallback(every=2, merge="ema", decay=0.5, alpha=1.0, save=False)
+    cb = ExtraMergeCallback(every=2, merge="ema", decay=0.75, alpha=1.0, save=False)
     _drive(cb, max_steps=8)  # snapshots 2, 4, 6, 8 (theta = s BASE)
     m = 2.0
     hist = [m]
     for s in (4, 6, 8):
-        m = 0.5 * m + 0.5 * s  # m_k = b m_{k-1} + (1 - b) theta_k
+        m = 0.75 * m + 0.25 * s  # m_k = b m_{k-1} + (1 - b) theta_k
         hist.append(m)
     torch.testing.assert_close(cb.merged[-1]["w"], hist[-1] * BASE)
     torch.testing.assert_close(cb.merged[-2]["w"], hist[-2] * BASE)
@@ -159,9 +159,7 @@ def test_fsdp2_sharded_parameters_are_gathered(tmp_path):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    dist.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1
-    )
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
     try:
         torch.manual_seed(0)
         net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))

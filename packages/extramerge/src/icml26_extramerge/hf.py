@@ -54,7 +54,7 @@ def _is_sharded(model: torch.nn.Module) -> str | None:
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # pragma: no cover - torch without distributed
-        DTensor = ()  # type: ignore[assignment]  # noqa: N806
+        DTensor = ()  # type: ignore[assignment]
     for p in model.parameters():
         if hasattr(p, "ds_id") or hasattr(p, "ds_status"):
             return "zero3"
@@ -265,4 +265,3 @@ class ExtraMergeCallback(TrainerCallback):
             save_checkpoint(self.merged[-1], os.path.join(out, "merged.safetensors"))
             save_checkpoint(self.result.state_dict, os.path.join(out, "extramerge.safetensors"))
         return control
-
