@@ -541,6 +541,74 @@ def main_scale(args) -> None:
     print(json.dumps({"scale_results": out_path, "seconds": res.get("seconds")}))
 
 
+def _ci(d: dict) -> str:
+    return f"{d['mean']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}], lower on {d['wins']}/{d['n']}"
+
+
+def tables(quick_path: str, scale_path: str) -> str:
+    """The README's result lines, generated from the committed JSON files."""
+    lines = []
+    if os.path.exists(quick_path):
+        with open(quick_path) as f:
+            q = json.load(f)
+        s = q["adamw"]["summary"]
+        runs = q["adamw"]["runs"]
+        lines += [
+            "Quick run (`reproduce_results_quick.json`), paired differences, mean [95% t-interval]:",
+            "",
+            f"- Extra-Merge (SMA, diff) − EMA (headline): {_ci(s['extra_minus_ema'])}",
+            f"- Extra-Merge (SMA, diff) − SMA: {_ci(s['extra_minus_sma'])}",
+            f"- Extra-Merge (SMA, pc1) − SMA: {_ci(s['extra_pc1_minus_sma'])}",
+            f"- Extra-Merge on EMA (diff) − EMA: {_ci(s['extra_ema_minus_ema'])}",
+            f"- Extra-Merge on EMA (pc1) − EMA: {_ci(s['extra_ema_pc1_minus_ema'])}",
+            f"- lag-rule ablation − SMA: {_ci(s['extra_lag_minus_sma'])}",
+            f"- SMA − last: {_ci(s['sma_minus_last'])}",
+            f"- Extra-Merge − decay oracle: {_ci(s['extra_minus_decay'])}",
+            f"- EVR(PC1): merged {s['evr_merged']:.3f} vs raw {s['evr_raw']:.3f}",
+            "",
+            "| arm | report loss (mean) | per seed (chosen hyperparameter) |",
+            "|---|---|---|",
+        ]
+        for arm, label, hp in (
+            ("last", "last checkpoint", None),
+            ("sma", "SMA", "sma_window"),
+            ("ema", "EMA", "ema_decay"),
+            ("extra", "**Extra-Merge** (SMA, diff, α search)", "extra_alpha"),
+            ("extra_pc1", "Extra-Merge (SMA, pc1, α search)", "extra_pc1_alpha"),
+            ("extra_ema", "Extra-Merge on EMA (diff, α search)", "extra_ema_alpha"),
+            ("extra_ema_pc1", "Extra-Merge on EMA (pc1, α search)", "extra_ema_pc1_alpha"),
+            ("extra_lag", "ablation: diff, α = (W−1)/2", "extra_lag_window"),
+            ("decay", "decay branch (oracle)", None),
+        ):
+            per = ", ".join(
+                f"{r[arm]:.4f}" + (f" ({hp.split('_')[-1]} {r[hp]})" if hp else "") for r in runs
+            )
+            lines.append(f"| {label} | {s[arm]:.4f} | {per} |")
+        lines += [""]
+    if os.path.exists(scale_path):
+        with open(scale_path) as f:
+            sc = json.load(f)
+        cfgs = sc["config"]["sizes"]
+        lines += [
+            "| size (params) | seeds | EVR(PC1) merged [95%] | EVR raw | SMA − last | "
+            "Extra-Merge − EMA | Extra-Merge − SMA | Extra-Merge on EMA − EMA | α chosen (SMA / EMA) |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, v in sc["sizes"].items():
+            s = v.get("summary")
+            if not s:
+                continue
+            e = s["evr_merged_ci95"]
+            lines.append(
+                f"| {name} ({cfgs[name]['params'] / 1e6:.2f}M) | {len(v['runs'])} | "
+                f"{s['evr_merged']:.3f} [{e[0]:.3f}, {e[1]:.3f}] | {s['evr_raw']:.3f} | "
+                f"{_ci(s['sma_minus_last'])} | {_ci(s['extra_minus_ema'])} | "
+                f"{_ci(s['extra_minus_sma'])} | {_ci(s['extra_ema_minus_ema'])} | "
+                f"{s['alphas_extra']} / {s['alphas_extra_ema']} |"
+            )
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -558,7 +626,17 @@ def main():
     ap.add_argument(
         "--row-from", help="print the headline row of a saved results JSON (no training)"
     )
+    ap.add_argument("--tables", action="store_true", help="print the README's results (no run)")
     args = ap.parse_args()
+    if args.tables:
+        here = os.path.dirname(os.path.abspath(__file__))
+        print(
+            tables(
+                os.path.join(here, "reproduce_results_quick.json"),
+                os.path.join(here, "reproduce_results_scale.json"),
+            )
+        )
+        return
     if args.row_from:
         with open(args.row_from) as f:
             print(json.dumps(headline_row(json.load(f))))
