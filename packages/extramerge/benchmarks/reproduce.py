@@ -19,6 +19,9 @@ seed):
              chosen on `select` from {0} U ALPHAS (6 candidates + alpha = 0, the SMA itself)
   extra_pc1  the same with direction "pc1"
   extra_lag  ablation without a line search: alpha = (W - 1) / 2 (lag compensation), W on `select`
+  extra_ema, extra_ema_pc1
+             Extra-Merge on the EMA trajectory (not in the paper; issue 46): the last TRAJ EMA
+             states with the chosen decay, direction "diff" / "pc1", alpha on `select`
   decay      the decay-branch model (extra gradient steps: the headroom, not a competitor)
 
 All numbers are cross-entropy (nats / char) on `report`, which nothing is tuned on. 95% intervals
@@ -26,6 +29,10 @@ are Student-t over paired seed differences. Everything is seeded (torch determin
 
     python benchmarks/reproduce.py --quick       # AdamW, 3 seeds (see README for the time)
     python benchmarks/reproduce.py               # AdamW and Muon, 3 seeds, bigger model
+    python benchmarks/reproduce.py --scale --device cuda --seeds 5 --time-budget 380
+                                                 # scale study: 0.1M..11M GPTs on the CPython
+                                                 # stdlib sources (a GPU; ~165 s per seed on H200)
+    python benchmarks/reproduce.py --tables      # the README's results from the committed JSON
 Progress goes to stderr; the last stdout line is one JSON object; the full JSON is written to
 benchmarks/reproduce_results.json (reproduce_results_quick.json with --quick).
 """

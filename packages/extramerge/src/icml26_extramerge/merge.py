@@ -16,7 +16,9 @@ long-baseline differences of raw checkpoints (exact identity, tested):
 
     M_k - M_{k-1} = (theta_k - theta_{k-W}) / W
 
-so oscillation across the valley cancels in them while drift along it adds up.
+so oscillation across the valley cancels in them while drift along it adds up. The EMA
+trajectory m_1, ..., m_N (`ema_trajectory`) is the other merged trajectory Extra-Merge can read;
+its increments are m_k - m_{k-1} = (1 - b)(theta_k - m_{k-1}).
 
 Conventions
 - Floating tensors are accumulated in float32 (float64 stays float64) in checkpoint order and cast
