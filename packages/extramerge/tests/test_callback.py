@@ -54,10 +54,19 @@ def test_start_step_and_eval_fn_line_search():
         return (a - 2.0) ** 2 + 1.0
 
     cb = ExtraMergeCallback(
-        every=3, window=2, start_step=5, eval_fn=eval_fn, alphas=(1.0, 2.0, 4.0), save=False
+        every=3,
+        window=2,
+        start_step=5,
+        history=10,
+        eval_fn=eval_fn,
+        alphas=(1.0, 2.0, 4.0),
+        save=False,
     )
     _drive(cb, max_steps=20)
     assert list(cb.snapshot_steps) == [17, 20]
+    # nothing before start_step: 6 snapshots -> 5 merges, the first = mean(theta_5, theta_8)
+    assert len(cb.merged) == 5
+    torch.testing.assert_close(cb.merged[0]["w"], 6.5 * BASE)
     torch.testing.assert_close(cb.merged[-1]["w"], 18.5 * BASE)
     torch.testing.assert_close(cb.merged[-2]["w"], 15.5 * BASE)
     # the line search evaluated {0} U alphas, in that order, and kept the argmin (alpha = 2)
