@@ -29,7 +29,7 @@ are Student-t over paired seed differences. Everything is seeded (torch determin
 
     python benchmarks/reproduce.py --quick       # AdamW, 3 seeds (see README for the time)
     python benchmarks/reproduce.py               # AdamW and Muon, 3 seeds, bigger model
-    python benchmarks/reproduce.py --scale --device cuda --seeds 5 --time-budget 380
+    python benchmarks/reproduce.py --scale --device cuda --seeds 4  # (--seed-start N to add)
                                                  # scale study: 0.1M..11M GPTs on the CPython
                                                  # stdlib sources (a GPU; ~165 s per seed on H200)
     python benchmarks/reproduce.py --tables      # the README's results from the committed JSON
@@ -520,7 +520,7 @@ def main_scale(args) -> None:
         }
         res["sizes"][name] = {"runs": []}
     # seeds outer, sizes inner: a time budget that runs out leaves every size with equal seeds
-    for seed in range(args.seeds):
+    for seed in range(args.seed_start, args.seed_start + args.seeds):
         if args.time_budget and time.time() - t0 > args.time_budget:
             log(f"time budget {args.time_budget} s reached before seed {seed}")
             break
@@ -620,6 +620,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed-start", type=int, default=0, help="scale: first seed")
     ap.add_argument("--optimizers", default=None, help="comma list of adamw,muon")
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--device", default="cpu", help="cpu or cuda (training and evaluation)")
