@@ -51,14 +51,17 @@ StateDictFn = Callable[[torch.nn.Module], dict]
 
 def _is_sharded(model: torch.nn.Module) -> str | None:
     """'fsdp' / 'dtensor' / 'zero3' when parameters are sharded across ranks, else None."""
+    dtensor: tuple[type, ...] = ()
     try:
         from torch.distributed.tensor import DTensor
+
+        dtensor = (DTensor,)
     except ImportError:  # pragma: no cover - torch without distributed
-        DTensor = ()  # type: ignore[assignment]
+        pass
     for p in model.parameters():
         if hasattr(p, "ds_id") or hasattr(p, "ds_status"):
             return "zero3"
-        if DTensor and isinstance(p, DTensor):
+        if dtensor and isinstance(p, dtensor):
             return "dtensor"
     try:
         from torch.distributed.fsdp import FullyShardedDataParallel
@@ -156,7 +159,8 @@ class ExtraMergeCallback(TrainerCallback):
         if direction not in ("diff", "pc1"):
             raise ValueError(f"direction: expected 'diff' or 'pc1', got {direction!r}")
         self.every, self.start_step, self.history = every, start_step, history
-        self.merge, self.window = merge, (window if merge == "sma" else 1)
+        self.merge = merge
+        self.window: int = window if merge == "sma" and window is not None else 1
         self.decay = None if decay is None else float(decay)
         self.alpha, self.direction, self.eval_fn, self.alphas = alpha, direction, eval_fn, alphas
         self.output_dir, self.save, self.state_dict_fn = output_dir, save, state_dict_fn
