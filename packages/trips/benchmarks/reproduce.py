@@ -12,7 +12,8 @@ Here the velocity is exact, so every error is the sampler's, and the target post
   classes keep half their weight, a model whose conditioning is too weak) and the unconditional
   branch exact, so CFG has a job to do, as in real text-to-image models;
 * measurement: ``y = A x + 0.05 n`` with a random 2 x 8 ``A`` (ambiguous across components);
-* sampler: the TriPS step verbatim (``FlowDPSSampler``, D = identity), 28 NFE, SD3 shift 4;
+* sampler: the TriPS step verbatim (``FlowDPSSampler``, D = identity), 28 NFE, the official
+  noise grid (SD3.5-M's scheduler as built: shift 3, ``flow_sigmas(28)``);
 * metrics on the *test* instances: sliced-Wasserstein distance to 256 exact posterior draws,
   the wrong-component rate (particles whose nearest prior component holds < 1% posterior
   mass), the final residual ``||A x - y|| / (sigma_y sqrt(m))`` and the residual of the
@@ -24,7 +25,9 @@ instances with paired seeds, every arm sees the same noise):
 * ``no_dc``: prior sampling (lambda = 1, beta = 0, eta = 0): the headroom;
 * ``constant``: best of an 80-point grid beta x lambda x eta (the DPS / FlowDPS practice);
 * ``template``: best of 81 TriPS-T templates (DC / CFG / eta shape x DC start), about the
-  same tuning budget. Both grids were extended once, by one value at the low-DC end, after
+  same tuning budget. Shapes carry the *official* names (``TEMPLATE_WARPS``: DC "logarithm" is
+  ``phi_exp(u, 6)``, eta "logarithm" the expm1(15) late drop, eta "exponential" ``phi_log(u,
+  50)``); labels give the warp too. Both grids were extended once, by one value at the low-DC end, after
   the first tuning run chose the template grid's lowest DC start (an edge);
 * ``grpo``: TriPS-G from the chosen template's Bernstein fit, trained on the tuning instances
   (reward: -SW), deployed at the policy mean;
@@ -48,6 +51,8 @@ from pathlib import Path
 
 import torch
 from icml26_trips import (
+    TEMPLATE_WARPS,
+    component_template,
     BernsteinBetaPolicy,
     FlowDPSSampler,
     GaussianMixturePrior,
@@ -67,6 +72,16 @@ README = HERE.parent / "README.md"
 D = torch.float64
 T_975 = {2: 4.303, 4: 2.776, 23: 2.069, 39: 2.023}
 SHAPES = ("linear", "exponential", "logarithm")
+
+
+def machine() -> dict:
+    try:
+        from icml26_kernels.provenance import machine_info
+    except ImportError:  # the dev group installs icml26-kernels; a bare install may not
+        import platform
+
+        return {"platform": platform.platform(), "torch": torch.__version__}
+    return machine_info()
 
 
 def log(*a):
@@ -149,6 +164,113 @@ class Toy:
         return {"sw": sw, "wrong": wrong, "resid": resid}
 
 
+class ConflictToy:
+    """A measurement CFG can fight: ``y`` comes from the *minority* component of class 0, which
+    overlaps class 1, so ``p(c = 0 | x)`` is low exactly where ``y`` points.
+
+    Components (d = 8, std 0.4, exact velocity, no class leak): class 0 = major (weight 0.75) +
+    minor (0.25); class 1 = one component at ``minor + delta``, ``||delta|| = 0.8`` (two stds).
+    CFG's tilt ``p(x | c)^lambda p(x)^(1 - lambda)`` scales the minor component by
+    ``p(c | x)^(lambda - 1)`` (about 0.6^11 at lambda = 12) and not the major one: high CFG
+    pulls particles to the major component, away from ``y``. Same ``A`` and ``sigma_y`` as
+    ``Toy``; instances: ``x`` from the minor component, posterior on class 0 in closed form.
+    """
+
+    def __init__(self, toy: Toy, particles: int, n_inst: int):
+        g = torch.Generator().manual_seed(3)
+        d = toy.matrix.shape[1]
+        major, minor = (torch.randn(d, generator=g, dtype=D) * 1.5 for _ in range(2))
+        delta = torch.randn(d, generator=g, dtype=D)
+        means = torch.stack([major, minor, minor + 0.8 * delta / delta.norm()])
+        self.prior = GaussianMixturePrior(
+            means,
+            torch.full((3,), 0.4, dtype=D),
+            torch.tensor([0.75, 0.25, 1.0], dtype=D),
+            torch.tensor([0, 0, 1]),
+        )
+        self.toy, self.P, self.n = toy, particles, n_inst
+        xs = means[1] + 0.4 * torch.randn(n_inst, d, generator=g, dtype=D)
+        self.y = toy.op(xs) + toy.sigma_y * torch.randn(n_inst, toy.m, generator=g, dtype=D)
+        self.post = [
+            self.prior.posterior(toy.matrix, self.y[i], toy.sigma_y, cond=0) for i in range(n_inst)
+        ]
+        self.refs = [
+            p.sample(particles, torch.Generator().manual_seed(500 + i)) for i, p in enumerate(self.post)
+        ]
+
+    def run(self, schedule: TriadicSchedule, seed: int) -> dict:
+        sampler = FlowDPSSampler(
+            self.prior.velocity, self.toy.op, sigma_y=self.toy.sigma_y, inner_steps=1
+        )
+        trace: list = []
+        x = sampler.sample(
+            self.y.repeat_interleave(self.P, 0),
+            schedule,
+            torch.Generator().manual_seed(seed),
+            cond=torch.zeros(self.n * self.P, dtype=torch.long),
+            trace=trace,
+        )
+        norm = self.toy.sigma_y * math.sqrt(self.toy.m)
+        out = {"sw": [], "major": [], "resid_traj": []}
+        for i in range(self.n):
+            xi = x[i * self.P : (i + 1) * self.P]
+            comp = self.prior.component_of(xi)  # 0 = class 0's majority component (far from y)
+            out["sw"].append(
+                float(sliced_wasserstein(xi, self.refs[i], 128, torch.Generator().manual_seed(7)))
+            )
+            out["major"].append(float((comp == 0).to(D).mean()))
+        out["resid_traj"] = [float(t["residual"].mean() / norm) for t in trace]
+        return out
+
+    def floor(self) -> float:
+        """The exact posterior's own majority-component rate (the floor of that metric)."""
+        rates = [float((self.prior.component_of(r) == 0).to(D).mean()) for r in self.refs]
+        return sum(rates) / len(rates)
+
+
+def conflict_experiment(toy: Toy, template: TriadicSchedule, seeds: list[int], particles: int):
+    """CFG placement with DC and eta held at the chosen template's: off, the three official CFG
+    shapes rising 1 -> lambda_max (exponential rises latest), the reversed "logarithm" (high
+    early) and constant lambda_max. Designed before it was run; nothing tuned on it."""
+    ct = ConflictToy(toy, particles, 8)
+    lam_max = float(template.cfg.max())
+    nfe = template.nfe
+
+    def with_cfg(cfg: torch.Tensor) -> TriadicSchedule:
+        return TriadicSchedule(cfg, template.dc, template.eta)
+
+    rise = {n: component_template("cfg", n, 1.0, lam_max, nfe) for n in SHAPES}
+    late = f"CFG exponential[exp 6] 1->{lam_max:g} (latest)"
+    arms = {
+        "CFG off (lambda = 1)": with_cfg(torch.ones(nfe, dtype=D)),
+        late: with_cfg(rise["exponential"]),
+        f"CFG linear 1->{lam_max:g}": with_cfg(rise["linear"]),
+        f"CFG logarithm[log 6] 1->{lam_max:g}": with_cfg(rise["logarithm"]),
+        f"CFG early: logarithm reversed {lam_max:g}->1": with_cfg(rise["logarithm"].flip(0)),
+        f"CFG constant {lam_max:g}": with_cfg(torch.full((nfe,), lam_max, dtype=D)),
+    }
+    per = {a: {"sw": [], "major": [], "resid_traj": []} for a in arms}
+    for seed in seeds:
+        for a, sched in arms.items():
+            r = ct.run(sched, seed)
+            for k in ("sw", "major"):
+                per[a][k] += r[k]
+            per[a]["resid_traj"].append(r["resid_traj"])
+    ref = torch.tensor(per[late]["major"], dtype=D)
+    summary = {}
+    for a in arms:
+        mj = torch.tensor(per[a]["major"], dtype=D)
+        summary[a] = {
+            "sw": t_interval(torch.tensor(per[a]["sw"], dtype=D)),
+            "major": t_interval(mj),
+            "major_minus_late": t_interval(mj - ref),
+            "resid_traj": torch.tensor(per[a]["resid_traj"], dtype=D).mean(0).tolist(),
+        }
+    return {"arms": list(arms), "reference_arm": late, "summary": summary, "floor": ct.floor(),
+            "instances": ct.n, "particles": particles, "seeds": len(seeds),
+            "per_run": {a: {k: per[a][k] for k in ("sw", "major")} for a in arms}}  # fmt: skip
+
+
 def constant_grid(nfe: int) -> dict[str, TriadicSchedule]:
     grid = itertools.product(
         (0.3, 1.0, 3.0, 10.0, 30.0), (1.0, 3.0, 6.0, 12.0), (0.0, 0.25, 0.5, 1.0)
@@ -159,10 +281,20 @@ def constant_grid(nfe: int) -> dict[str, TriadicSchedule]:
     }
 
 
+def warp_label(component: str, name: str) -> str:
+    """``logarithm[exp 6]``: the official name and the warp it denotes for this component."""
+    kind, alpha = TEMPLATE_WARPS[component][name]
+    return name if kind == "linear" else f"{name}[{kind} {alpha:g}]"
+
+
 def template_grid(nfe: int) -> dict[str, TriadicSchedule]:
     out = {}
     for dc, cfg, sto, b0 in itertools.product(SHAPES, SHAPES, SHAPES, (3.0, 10.0, 30.0)):
-        out[f"dc={dc}({b0:g}->{b0 / 10:g}),cfg={cfg}(1->12),eta={sto}(1->0)"] = make_template(
+        label = (
+            f"dc={warp_label('dc', dc)}({b0:g}->{b0 / 10:g}),cfg={warp_label('cfg', cfg)}(1->12),"
+            f"eta={warp_label('eta', sto)}(1->0)"
+        )
+        out[label] = make_template(
             dc=dc,
             cfg=cfg,
             sto=sto,
@@ -221,7 +353,7 @@ def run_grpo(toy: Toy, start: TriadicSchedule, iterations: int, particles: int, 
 
     cfg = GRPOConfig(iterations=iterations, group_size=g_size)
     hist = train_grpo(policy, reward_fn, cfg, generator=torch.Generator().manual_seed(seed))
-    return policy, hist
+    return policy, hist, coeffs
 
 
 def reverse_cfg(s: TriadicSchedule) -> TriadicSchedule:
@@ -238,7 +370,7 @@ def write_readme(full: dict) -> None:
         f"{full['seeds']} paired test seeds x {full['setup']['n_test']} test instances "
         f"({full['setup']['particles']} particles each); mean ± 95% t-interval over the "
         f"{full['seeds'] * full['setup']['n_test']} (seed, instance) units; 28 NFE; chosen on "
-        f"{full['setup']['n_tune']} separate tuning instances; `--quick` took {full['seconds']} s on one thread of a shared 2-core machine.",
+        f"{full['setup']['n_tune']} separate tuning instances; `--quick` took {full['seconds']} s wall ({full.get('cpu_seconds', '?')} CPU s) on one thread of a shared 2-core machine.",
         "",
         "| arm | schedule (chosen on tuning split) | sliced W2 ↓ | wrong-component % ↓ | final residual / σ_y√m | SW − constant |",
         "|---|---|---|---|---|---|",
@@ -263,13 +395,41 @@ def write_readme(full: dict) -> None:
     g = full["grpo"]
     lines += [
         "",
-        f"GRPO: {g['iterations']} iterations (G = 4, {full['setup']['n_tune']} tuning instances, "
+        f"GRPO: {g['iterations']} iterations (G = 4 schedules shared by the {full['setup']['n_tune']} tuning instances, "
         f"{g['particles']} particles), mean tuning reward (−SW) first 5 iterations "
         f"{g['reward_first5']:.3f}, last 5 {g['reward_last5']:.3f}; tuning-split SW of the "
         f"template {g['tune_sw_template']:.3f} vs the GRPO mean schedule {g['tune_sw_grpo']:.3f}; "
         f"test SW of GRPO − template {s['grpo']['sw_minus_template'][0]:+.3f} ± "
-        f"{s['grpo']['sw_minus_template'][1]:.3f}.",
+        f"{s['grpo']['sw_minus_template'][1]:.3f}; mean coefficients moved by "
+        f"{g.get('mean_coeff_change_mean', float('nan')):.4f} on average (max "
+        f"{g.get('mean_coeff_change_max', float('nan')):.4f}) while the Beta concentration went "
+        f"from 50 to {g.get('concentration_mean', float('nan')):.1f} on average.",
     ]
+    c = full.get("cfg_conflict")
+    if c:
+        steps = full["trajectory_steps"]
+        lines += [
+            "",
+            f"CFG-conflict toy (`ConflictToy`: y from the minority component of class 0, which "
+            f"overlaps class 1; {c['seeds']} seeds x {c['instances']} instances x {c['particles']} "
+            f"particles; DC and η of the chosen template, only the CFG schedule varies). Headline: "
+            f"particles in class 0's *majority* component, which y rules out (exact posterior: "
+            f"{100 * c['floor']:.1f} %), and the residual `||A x̂0 − y|| / σ_y√m` along the "
+            f"trajectory (mean over seeds and instances):",
+            "",
+            "| CFG arm | majority component % ↓ | − latest-CFG arm (pp) | sliced W2 ↓ | "
+            + " | ".join(f"resid. step {i}" for i in steps) + " |",
+            "|---|---|---|---|" + "---|" * len(steps),
+        ]
+        for arm in c["arms"]:
+            r = c["summary"][arm]
+            dl = r["major_minus_late"]
+            d_txt = "" if arm == c["reference_arm"] else f"{100 * dl[0]:+.1f} ± {100 * dl[1]:.1f}"
+            lines.append(
+                f"| {arm} | {100 * r['major'][0]:.1f} ± {100 * r['major'][1]:.1f} | {d_txt} | "
+                f"{r['sw'][0]:.3f} ± {r['sw'][1]:.3f} | "
+                + " | ".join(f"{r['resid_traj'][i]:.1f}" for i in steps) + " |"
+            )
     text = README.read_text()
     block = "<!-- results:start -->\n" + "\n".join(lines) + "\n<!-- results:end -->"
     README.write_text(
@@ -284,20 +444,24 @@ def main() -> None:
         "--table", action="store_true", help="only rewrite the README from reproduce.json"
     )
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--smoke", type=Path, default=None, metavar="DIR",
+        help="tiny end-to-end check of this script; writes JSON and a README copy into DIR only",
+    )  # fmt: skip
     args = p.parse_args()
     if args.table:
         write_readme(json.loads(RESULTS.read_text()))
         return
     torch.set_num_threads(1)  # 2 threads on 2 shared cores is ~10x slower; also bit-reproducible
-    t0 = time.time()
-    quick = args.quick
+    t0, c0 = time.time(), time.process_time()
+    quick = args.quick or args.smoke is not None
     setup = {
-        "particles": 256 if quick else 512,
+        "particles": 16 if args.smoke else 256 if quick else 512,
         "n_tune": 6,
         "n_test": 8,
         "nfe": 28,
-        "grpo_iterations": 40 if quick else 150,
-        "grpo_particles": 128,
+        "grpo_iterations": 2 if args.smoke else 40 if quick else 150,
+        "grpo_particles": 16 if args.smoke else 128,
         "class_leak": 0.5,
         "sigma_y": 0.05,
     }
@@ -311,7 +475,7 @@ def main() -> None:
     best_tmpl, st = tune(toy, tmpl_grid, tune_seed)
     log(f"template: {best_tmpl} (tune SW {st:.3f}) [{time.time() - t0:.0f}s]")
     template = tmpl_grid[best_tmpl]
-    policy, hist = run_grpo(
+    policy, hist, start_coeffs = run_grpo(
         toy, template, setup["grpo_iterations"], setup["grpo_particles"], seed=5
     )
     grpo_sched = policy.mean_schedule()
@@ -349,6 +513,8 @@ def main() -> None:
                 norm = toy.sigma_y * math.sqrt(toy.m)
                 trajectory[arm] = [float(trace[i]["residual"].mean() / norm) for i in steps]
         log(f"test seed {seed} done [{time.time() - t0:.0f}s]")
+    conflict = conflict_experiment(toy, template, seeds, setup["particles"])
+    log(f"cfg conflict toy done [{time.time() - t0:.0f}s]")
     summary = {}
     base = torch.tensor(per_run["constant"]["sw"], dtype=D)
     for arm in arms:
@@ -384,13 +550,27 @@ def main() -> None:
             "tune_sw_template": tune_sw["template"],
             "tune_sw_grpo": tune_sw["grpo"],
             "mean_schedule": {k: getattr(grpo_sched, k).tolist() for k in ("cfg", "dc", "eta")},
+            # where the sampled reward's rise came from: the mean coefficients or the concentration
+            "mean_coeff_change_max": float((policy.mean.detach() - start_coeffs).abs().max()),
+            "mean_coeff_change_mean": float((policy.mean.detach() - start_coeffs).abs().mean()),
+            "concentration_mean": float(policy.concentration.detach().mean()),
+            "concentration_init": 50.0,
         },
         "per_run": per_run,
+        "cfg_conflict": conflict,
         "seconds": seconds,
+        "cpu_seconds": round(time.process_time() - c0, 1),
+        "machine": machine(),
     }
+    if args.smoke is not None:
+        global README
+        args.smoke.mkdir(parents=True, exist_ok=True)
+        (args.smoke / "README.md").write_text(README.read_text())
+        README = args.smoke / "README.md"
+        args.out = args.smoke / "reproduce.json"
     out = args.out or (RESULTS if quick else HERE / "reproduce_full.json")
     out.write_text(json.dumps(full, indent=1) + "\n")
-    if quick and args.out is None:
+    if quick and (args.out is None or args.smoke is not None):
         write_readme(full)
     st_, sc_ = summary["template"]["sw"][0], summary["constant"]["sw"][0]
     d, h = summary["template"]["sw_minus_constant"]
