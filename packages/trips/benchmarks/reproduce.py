@@ -52,7 +52,6 @@ from pathlib import Path
 import torch
 from icml26_trips import (
     TEMPLATE_WARPS,
-    component_template,
     BernsteinBetaPolicy,
     FlowDPSSampler,
     GaussianMixturePrior,
@@ -60,6 +59,7 @@ from icml26_trips import (
     MatrixOperator,
     ScheduleBounds,
     TriadicSchedule,
+    component_template,
     fit_schedule,
     make_template,
     sliced_wasserstein,
@@ -195,7 +195,8 @@ class ConflictToy:
             self.prior.posterior(toy.matrix, self.y[i], toy.sigma_y, cond=0) for i in range(n_inst)
         ]
         self.refs = [
-            p.sample(particles, torch.Generator().manual_seed(500 + i)) for i, p in enumerate(self.post)
+            p.sample(particles, torch.Generator().manual_seed(500 + i))
+            for i, p in enumerate(self.post)
         ]
 
     def run(self, schedule: TriadicSchedule, seed: int) -> dict:
@@ -418,7 +419,8 @@ def write_readme(full: dict) -> None:
             f"trajectory (mean over seeds and instances):",
             "",
             "| CFG arm | majority component % ↓ | − latest-CFG arm (pp) | sliced W2 ↓ | "
-            + " | ".join(f"resid. step {i}" for i in steps) + " |",
+            + " | ".join(f"resid. step {i}" for i in steps)
+            + " |",
             "|---|---|---|---|" + "---|" * len(steps),
         ]
         for arm in c["arms"]:
@@ -428,7 +430,8 @@ def write_readme(full: dict) -> None:
             lines.append(
                 f"| {arm} | {100 * r['major'][0]:.1f} ± {100 * r['major'][1]:.1f} | {d_txt} | "
                 f"{r['sw'][0]:.3f} ± {r['sw'][1]:.3f} | "
-                + " | ".join(f"{r['resid_traj'][i]:.1f}" for i in steps) + " |"
+                + " | ".join(f"{r['resid_traj'][i]:.1f}" for i in steps)
+                + " |"
             )
     text = README.read_text()
     block = "<!-- results:start -->\n" + "\n".join(lines) + "\n<!-- results:end -->"
@@ -555,6 +558,7 @@ def main() -> None:
             "mean_coeff_change_mean": float((policy.mean.detach() - start_coeffs).abs().mean()),
             "concentration_mean": float(policy.concentration.detach().mean()),
             "concentration_init": 50.0,
+            "reward_history": hist.mean_reward,
         },
         "per_run": per_run,
         "cfg_conflict": conflict,

@@ -142,5 +142,7 @@ def test_flow_sigmas_equal_the_sd35_scheduler_and_config_shift_is_a_no_op():
     sched.config.shift = 4.0  # what the official sampler does
     sched.set_timesteps(28)
     got = sched.sigmas.to(torch.float64)  # float32 inside diffusers
-    torch.testing.assert_close(flow_sigmas(28), got, rtol=0, atol=8 * torch.finfo(torch.float32).eps)
+    torch.testing.assert_close(
+        flow_sigmas(28), got, rtol=0, atol=8 * torch.finfo(torch.float32).eps
+    )
     assert abs(float(flow_sigmas(28, 4.0)[1]) - float(got[1])) > 1e-3

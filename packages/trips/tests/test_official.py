@@ -86,11 +86,15 @@ def test_official_configurations_to_1e9(dataset, task, dc, cfg, sto, b0, b1):
 def test_default_template_is_div2k_sr_with_the_late_eta_drop():
     """The issue's number: the official DIV2K SR x8 eta at step 14 is 0.9993 (not 0.16)."""
     s = make_template()
-    assert float(s.eta[14]) == pytest.approx(1 - math.expm1(15 * 14 / 27) / math.expm1(15), abs=1e-12)
+    assert float(s.eta[14]) == pytest.approx(
+        1 - math.expm1(15 * 14 / 27) / math.expm1(15), abs=1e-12
+    )
     assert float(s.eta[14]) > 0.99
     # eta "exponential" drops early: below 0.2 at step 14
     e = make_template(sto="exponential")
-    assert float(e.eta[14]) == pytest.approx(1 - math.log1p(50 * 14 / 27) / math.log1p(50), abs=1e-12)
+    assert float(e.eta[14]) == pytest.approx(
+        1 - math.log1p(50 * 14 / 27) / math.log1p(50), abs=1e-12
+    )
     assert float(e.eta[14]) < 0.2
 
 
@@ -157,7 +161,8 @@ def test_eta_reg_is_sigma_y_squared(sigma_y, pinv_weight, want):
 
 
 def test_dc_step_with_literal_eta_reg():
-    """One DC step at sigma = 0.5 with eta_reg = 0.05^2 * 0.8 = 0.002 written out."""
+    """One DC step at sigma = 0.3 with eta_reg = 0.05^2 * 0.8 = 0.002 written out: the loss
+    weights (1 - l) = 0.3 on the back-projected term and l = (1 - sigma)^1 = 0.7 on the residual."""
     g = torch.Generator().manual_seed(0)
     a = torch.randn(3, 6, generator=g, dtype=D)
     x0 = torch.randn(2, 6, generator=g, dtype=D)
@@ -166,10 +171,10 @@ def test_dc_step_with_literal_eta_reg():
     p = torch.linalg.solve(a.T @ a + 0.002 * torch.eye(6, dtype=D), a.T)  # (6, 3)
     x = x0.clone().requires_grad_(True)
     r = x @ a.T - y
-    loss = 0.5 * (r @ p.T).norm(dim=1) + 0.5 * r.norm(dim=1)  # l = (1 - 0.5)^1
+    loss = 0.3 * (r @ p.T).norm(dim=1) + 0.7 * r.norm(dim=1)
     (grad,) = torch.autograd.grad(loss.sum(), x)
-    want = x0 - 7.0 * (0.25 + 0.75 * 0.25) * grad
-    got = sampler.data_consistency(x0, y, 0.5, torch.tensor(7.0, dtype=D))
+    want = x0 - 7.0 * (0.25 + 0.75 * 0.09) * grad
+    got = sampler.data_consistency(x0, y, 0.3, torch.tensor(7.0, dtype=D))
     # both sides solve the same 6 x 6 system (condition number < 1e4 here): 1e-9 is ~1e3 eps cond
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9 * float(want.abs().max()))
 
@@ -178,7 +183,7 @@ def test_dc_step_with_literal_eta_reg():
 def _beta_kl(a1, b1, a2, b2):
     """Closed form KL(Beta(a1, b1) || Beta(a2, b2))."""
     lg, dg = torch.lgamma, torch.digamma
-    log_b = lambda a, b: lg(a) + lg(b) - lg(a + b)  # noqa: E731
+    log_b = lambda a, b: lg(a) + lg(b) - lg(a + b)
     return (
         log_b(a2, b2) - log_b(a1, b1)
         + (a1 - a2) * dg(a1) + (b1 - b2) * dg(b1) + (a2 - a1 + b2 - b1) * dg(a1 + b1)
@@ -263,9 +268,7 @@ def test_actions_per_image_pairs_each_advantage_with_its_own_action():
     ga_c, gb_c, _ = _clip(ga, gb, 1e9)  # no clipping
     la0, lb0 = pi.log_alpha.detach().clone(), pi.log_beta.detach().clone()
     opt = torch.optim.SGD(pi.parameters(), lr=1e-3)
-    grpo_update(
-        pi, ref, opt, coeffs, rewards, epochs=1, max_grad_norm=1e9, actions_per_image=True
-    )
+    grpo_update(pi, ref, opt, coeffs, rewards, epochs=1, max_grad_norm=1e9, actions_per_image=True)
     torch.testing.assert_close(pi.log_alpha.detach(), la0 - 1e-3 * ga_c, rtol=1e-9, atol=1e-13)
     torch.testing.assert_close(pi.log_beta.detach(), lb0 - 1e-3 * gb_c, rtol=1e-9, atol=1e-13)
     with pytest.raises(ValueError, match="I \\* G = 6"):

@@ -257,7 +257,9 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="inner_steps"):
         FlowDPSSampler(prior.velocity, op, inner_steps=0)
     with pytest.raises(ValueError, match=r"schedule.cfg \(the CFG scale lambda\) must be >= 1"):
-        sampler.sample(y, TriadicSchedule.constant(4, cfg=-2.0), cond=torch.zeros(3, dtype=torch.long))
+        sampler.sample(
+            y, TriadicSchedule.constant(4, cfg=-2.0), cond=torch.zeros(3, dtype=torch.long)
+        )
     with pytest.raises(ValueError, match="shift"):
         flow_sigmas(4, 0.0)
 
@@ -271,5 +273,7 @@ def test_non_finite_velocity_raises():
         out = torch.zeros_like(z)
         return out if len(calls) < 3 else out + float("nan")
 
-    with pytest.raises(FloatingPointError, match="velocity_fn returned non-finite values at step 2"):
+    with pytest.raises(
+        FloatingPointError, match="velocity_fn returned non-finite values at step 2"
+    ):
         FlowDPSSampler(v, op).sample(torch.zeros(3, 2, dtype=D), TriadicSchedule.constant(6))

@@ -47,6 +47,8 @@ from .schedules import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "OFFICIAL_TEMPLATES",
+    "TEMPLATE_WARPS",
     "BernsteinBetaPolicy",
     "Blur",
     "FlowDPSSampler",
@@ -57,10 +59,8 @@ __all__ = [
     "LinearOperator",
     "MatrixOperator",
     "MixturePosterior",
-    "OFFICIAL_TEMPLATES",
     "ScheduleBounds",
     "SuperResolution",
-    "TEMPLATE_WARPS",
     "TriadicSchedule",
     "__version__",
     "bernstein_basis",

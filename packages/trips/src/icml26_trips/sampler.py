@@ -19,8 +19,8 @@ With ``lambda = 1, beta = 0, eta = 0`` the step is exactly Euler: ``z + (sigma_n
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -51,11 +51,13 @@ def flow_sigmas(
         raise ValueError(f"nfe must be an integer >= 1, got {nfe!r}")
     if not (shift > 0 and math.isfinite(shift)):
         raise ValueError(f"shift must be finite and > 0, got {shift}")
-    f = lambda t: shift * t / (1 + (shift - 1) * t)  # noqa: E731
+    f = lambda t: shift * t / (1 + (shift - 1) * t)
     if num_train_timesteps is None:
         return f(torch.linspace(1.0, 0.0, nfe + 1, dtype=dtype))
     if not isinstance(num_train_timesteps, int) or num_train_timesteps < 1:
-        raise ValueError(f"num_train_timesteps must be an integer >= 1, got {num_train_timesteps!r}")
+        raise ValueError(
+            f"num_train_timesteps must be an integer >= 1, got {num_train_timesteps!r}"
+        )
     t_min = f(1.0 / num_train_timesteps)
     t = torch.linspace(1.0, t_min, nfe, dtype=dtype)
     return torch.cat([f(t), torch.zeros(1, dtype=dtype)])
