@@ -24,6 +24,8 @@ instances with paired seeds, every arm sees the same noise):
 
 * ``no_dc``: prior sampling (lambda = 1, beta = 0, eta = 0): the headroom;
 * ``constant``: best of an 80-point grid beta x lambda x eta (the DPS / FlowDPS practice);
+* ``flowdps (official baseline)``: the official FlowDPS step (``FlowDPSBaseline``: DC blend,
+  re-noise ``sqrt(1 - sigma_next) s``), best of the same 80-point grid;
 * ``template``: best of 81 TriPS-T templates (DC / CFG / eta shape x DC start), about the
   same tuning budget. Shapes carry the *official* names (``TEMPLATE_WARPS``: DC "logarithm" is
   ``phi_exp(u, 6)``, eta "logarithm" the expm1(15) late drop, eta "exponential" ``phi_log(u,
@@ -47,6 +49,7 @@ import math
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -61,6 +64,7 @@ from icml26_trips import (
     TriadicSchedule,
     component_template,
     fit_schedule,
+    flow_sigmas,
     make_template,
     sliced_wasserstein,
     train_grpo,
@@ -92,6 +96,46 @@ def t_interval(x: torch.Tensor) -> tuple[float, float]:
     n = x.numel()
     half = T_975.get(n - 1, 1.96) * float(x.std(unbiased=True)) / math.sqrt(n) if n > 1 else 0.0
     return float(x.mean()), half
+
+
+@dataclass(frozen=True)
+class FlowDPSBaseline:
+    """The official FlowDPS baseline arm (``flowdps_baseline`` in the official
+    ``TriPS_T_code/sd3_sampler_total.py``), reimplemented for the toy. Per step: constant CFG
+    ``cfg``; one DC step of fixed length ``step`` on ``||A^T y - A^T A x0_hat||`` (non-squared,
+    one norm per particle; the official uses this form for every task but SR); the DC result
+    blended back, ``x0_y <- (1 - sigma) x0_hat + sigma x0_y``; re-noising with
+    ``eta = min(1, sqrt(1 - sigma_next) s)``; then ``z = (1 - sigma_next) x0_y + sigma_next x1_y``.
+    """
+
+    step: float
+    cfg: float
+    stoch: float
+    nfe: int = 28
+
+    def sample(self, velocity, matrix, y, cond, generator, trace=None) -> torch.Tensor:
+        sig = flow_sigmas(self.nfe).tolist()
+        z = torch.randn(y.shape[0], matrix.shape[1], generator=generator, dtype=y.dtype)
+        aty = y @ matrix  # (B, d): A^T y
+        for i in range(self.nfe):
+            sigma, nxt = sig[i], sig[i + 1]
+            t = torch.full((z.shape[0],), sigma, dtype=z.dtype)
+            v = velocity(z, t, cond)
+            if self.cfg != 1:
+                v_u = velocity(z, t, None)
+                v = v_u + self.cfg * (v - v_u)
+            x0, x1 = z - sigma * v, z + (1 - sigma) * v
+            if trace is not None:
+                trace.append({"residual": (x0 @ matrix.T - y).norm(dim=1)})
+            x = x0.clone().requires_grad_(True)
+            with torch.enable_grad():
+                loss = (aty - (x @ matrix.T) @ matrix).norm(dim=1).sum()
+                (grad,) = torch.autograd.grad(loss, x)
+            x0_y = (1 - sigma) * x0 + sigma * (x0 - self.step * grad)
+            eta = min(1.0, math.sqrt(1 - nxt) * self.stoch)
+            eps = torch.randn(z.shape, generator=generator, dtype=z.dtype)
+            z = (1 - nxt) * x0_y + nxt * (math.sqrt(1 - eta**2) * x1 + eta * eps)
+        return z
 
 
 class Toy:
@@ -134,16 +178,19 @@ class Toy:
     def run(
         self,
         split: str,
-        schedule: TriadicSchedule,
+        schedule: TriadicSchedule | FlowDPSBaseline,
         seed: int,
         particles: int | None = None,
         trace=None,
     ):
         """Sample ``particles`` per instance; schedules ``(nfe,)`` or ``(nfe, n * P)``."""
         inst, p = self.splits[split], particles or self.P
-        sampler = FlowDPSSampler(self.model.velocity, self.op, sigma_y=self.sigma_y, inner_steps=1)
         y = inst["y"].repeat_interleave(p, 0)
         cond = inst["c"].repeat_interleave(p)
+        if isinstance(schedule, FlowDPSBaseline):
+            gen = torch.Generator().manual_seed(seed)
+            return schedule.sample(self.model.velocity, self.matrix, y, cond, gen, trace)
+        sampler = FlowDPSSampler(self.model.velocity, self.op, sigma_y=self.sigma_y, inner_steps=1)
         return sampler.sample(
             y, schedule, torch.Generator().manual_seed(seed), cond=cond, trace=trace
         )
@@ -286,6 +333,16 @@ def warp_label(component: str, name: str) -> str:
     """``logarithm[exp 6]``: the official name and the warp it denotes for this component."""
     kind, alpha = TEMPLATE_WARPS[component][name]
     return name if kind == "linear" else f"{name}[{kind} {alpha:g}]"
+
+
+def flowdps_grid(nfe: int) -> dict[str, FlowDPSBaseline]:
+    """The constant grid's 80 points for the official FlowDPS baseline (step x CFG x s)."""
+    grid = itertools.product(
+        (0.3, 1.0, 3.0, 10.0, 30.0), (1.0, 3.0, 6.0, 12.0), (0.0, 0.25, 0.5, 1.0)
+    )
+    return {
+        f"step={b:g},cfg={lam:g},s={e:g}": FlowDPSBaseline(b, lam, e, nfe) for b, lam, e in grid
+    }
 
 
 def template_grid(nfe: int) -> dict[str, TriadicSchedule]:
@@ -475,6 +532,9 @@ def main() -> None:
     const_grid, tmpl_grid = constant_grid(nfe), template_grid(nfe)
     best_const, sc = tune(toy, const_grid, tune_seed)
     log(f"constant: {best_const} (tune SW {sc:.3f}) [{time.time() - t0:.0f}s]")
+    fdps_grid = flowdps_grid(nfe)
+    best_fdps, sf = tune(toy, fdps_grid, tune_seed)
+    log(f"flowdps: {best_fdps} (tune SW {sf:.3f}) [{time.time() - t0:.0f}s]")
     best_tmpl, st = tune(toy, tmpl_grid, tune_seed)
     log(f"template: {best_tmpl} (tune SW {st:.3f}) [{time.time() - t0:.0f}s]")
     template = tmpl_grid[best_tmpl]
@@ -492,6 +552,7 @@ def main() -> None:
     arms = {
         "no_dc": TriadicSchedule.constant(nfe),
         "constant": const_grid[best_const],
+        "flowdps (official baseline)": fdps_grid[best_fdps],
         "template": template,
         "grpo": grpo_sched,
         "template, CFG reversed (early high)": reverse_cfg(template),
@@ -499,6 +560,7 @@ def main() -> None:
     }
     chosen = {
         "constant": best_const,
+        "flowdps (official baseline)": best_fdps,
         "template": best_tmpl,
         "grpo": "Bernstein-Beta mean after GRPO",
     }
@@ -541,7 +603,11 @@ def main() -> None:
         "seeds": len(seeds),
         "arms": list(arms),
         "chosen": chosen,
-        "grid_sizes": {"constant": len(const_grid), "template": len(tmpl_grid)},
+        "grid_sizes": {
+            "constant": len(const_grid),
+            "flowdps": len(fdps_grid),
+            "template": len(tmpl_grid),
+        },
         "summary": summary,
         "trajectory_steps": steps,
         "trajectory": trajectory,
