@@ -191,7 +191,9 @@ def test_gradient_is_ntp_plus_lambda_stp_of_a_separate_forward(bpe_tokenizer, tm
     ntp = F.cross_entropy(out.logits[:, :-1].flatten(0, 1), labels.flatten(), ignore_index=-100)
     stp = stp_loss(out.hidden_states[-1], spans, generator=torch.Generator().manual_seed(123))
     g_ntp = torch.autograd.grad(ntp, params, retain_graph=True)
-    g_stp = torch.autograd.grad(stp, params, allow_unused=True, materialize_grads=True)  # no lm_head
+    g_stp = torch.autograd.grad(
+        stp, params, allow_unused=True, materialize_grads=True
+    )  # no lm_head
     n = b["input_ids"].numel()  # tokens reduced into each gradient entry
     stp_share = 0.0
     for gt, gn, gs in zip(g_total, g_ntp, g_stp):

@@ -133,7 +133,13 @@ def _backbone(model: torch.nn.Module) -> torch.nn.Module:
 # The private SFTTrainer API STPSFTTrainer overrides (tested with TRL 1.16; the `[trl]` extra
 # allows trl>=1.0,<2). A TRL that renames them would silently skip the overrides.
 _PREPARE_DATASET_PARAMS = (
-    "self", "dataset", "processing_class", "args", "packing", "formatting_func", "dataset_name",
+    "self",
+    "dataset",
+    "processing_class",
+    "args",
+    "packing",
+    "formatting_func",
+    "dataset_name",
 )
 
 
