@@ -217,11 +217,11 @@ class STPSFTTrainer(SFTTrainer):
         frac = self.state.global_step / max(self.state.max_steps - 1, 1)
         return a.stp_min_lambda + (a.stp_lambda - a.stp_min_lambda) * min(frac, 1.0)
 
-    def _ga_steps_left_to_loss(self, num_items_in_batch: Any) -> int:
+    def _ga_steps_left_to_loss(self, num_items_in_batch: Any, training: bool) -> int:
         """Accumulation steps the loss must divide by itself: `Trainer.training_step` divides the
         loss by them unless it counts as already scaled (`loss_is_scaled_for_ga`, by default:
         normalised by `num_items_in_batch`); in that case a per-micro-batch mean must do it."""
-        if not self.model.training:
+        if not training:
             return 1
         scaled = getattr(self, "loss_is_scaled_for_ga", None)
         if scaled is None:
@@ -267,7 +267,7 @@ class STPSFTTrainer(SFTTrainer):
             times=a.stp_times,
         )
         lbd = self.current_stp_lambda()
-        steps = self._ga_steps_left_to_loss(num_items_in_batch)
+        steps = self._ga_steps_left_to_loss(num_items_in_batch, self.model.training)
         # NTP is TRL's loss, already scaled for accumulation; STP is a per-micro-batch mean,
         # so it is averaged over the accumulation steps here when the Trainer will not do it.
         loss = a.stp_gamma * ntp + lbd * stp / steps
