@@ -125,3 +125,60 @@ def test_mapper_bad_input():
         KeywordMapper(["a", "b"], embed=lambda t: np.zeros(3))
     with pytest.raises(ValueError, match="non-finite"):
         KeywordMapper(["a"], embed=lambda t: np.full((len(t), 2), np.nan))
+
+
+class _LoadableAnnotatorModel:
+    """A local annotator model: generate() loads it lazily, unload() frees it; events logged."""
+
+    def __init__(self, events):
+        self.events, self.loaded = events, False
+
+    def generate(self, prompts, *, temperature=0.7, max_tokens=4096):
+        if not self.loaded:
+            self.loaded = True
+            self.events.append("annotator load")
+        return ["Keywords: algebra"] * len(prompts)
+
+    def unload(self):
+        self.loaded = False
+        self.events.append("annotator unload")
+
+
+class _Expert:
+    def __init__(self, name, events):
+        self.name, self.events = name, events
+
+    def load(self):
+        self.events.append(f"{self.name} load")
+
+    def unload(self):
+        self.events.append(f"{self.name} unload")
+
+    def generate(self, prompts, *, temperature=0.7, max_tokens=4096):
+        return ["(A)"] * len(prompts)
+
+
+def test_annotator_model_is_unloaded_before_any_expert_loads_and_mapper_fitted_once(monkeypatch):
+    import icml26_skillmoe.pipeline as pipeline
+    from icml26_skillmoe import ProfileBank, SkillMoE
+
+    events = []
+    bank = ProfileBank({"m1": {"algebra": 2}, "m2": {"algebra": 1, "law": 1}})
+    experts = {m: _Expert(m, events) for m in bank.models}
+    fitted = []
+    real = pipeline.KeywordMapper
+
+    def counting(*args, **kwargs):
+        fitted.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "KeywordMapper", counting)
+    ann = LLMSkillAnnotator(_LoadableAnnotatorModel(events), n_samples=1, min_count=1)
+    moe = SkillMoE(bank, experts, annotator=ann, seed=0)
+    for _ in range(2):
+        moe.solve(["What is 2+2?", "Solve x^2 = 4."])
+    first_expert = next(i for i, e in enumerate(events) if e.startswith("m"))
+    assert events[:2] == ["annotator load", "annotator unload"]  # freed before the experts
+    assert "annotator load" not in events[2:first_expert]
+    assert moe.annotator_unloads == 2 and not ann.generator.loaded
+    assert len(fitted) == 1  # the default TF-IDF mapper is built once, not per call

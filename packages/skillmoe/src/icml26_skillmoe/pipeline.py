@@ -94,6 +94,8 @@ class SkillMoE:
         self.strength_temperature = strength_temperature
         self.rng = random.Random(seed)
         self.last_stats: ScheduleStats | None = None
+        self.annotator_unloads = 0  # loadable annotator models freed after keyword inference
+        self._default_mapper: KeywordMapper | None = None
 
     def _load(self, name: str) -> Any:
         obj = self.experts[name]
@@ -110,12 +112,29 @@ class SkillMoE:
         if callable(getattr(obj, "unload", None)):
             obj.unload()
 
+    def _keyword_mapper(self) -> KeywordMapper:
+        """The user's mapper, else the default TF-IDF mapper over the bank's vocabulary, fitted
+        once and reused (it was refitted on every call)."""
+        if self.mapper is not None:
+            return self.mapper
+        if self._default_mapper is None:
+            self._default_mapper = KeywordMapper(self.bank.vocabulary)
+        return self._default_mapper
+
     def infer_keywords(self, questions: Sequence[str]) -> list[list[str]]:
+        """Annotate, then map onto the bank's vocabulary. A loadable annotator model (one with
+        ``unload``, e.g. :class:`TransformersGenerator`) is unloaded right after, so it is not
+        resident while the experts run; ``annotator_unloads`` counts those unloads."""
         if self.annotator is None:
             raise ValueError("no annotator: pass keywords= to solve(), or build with annotator=")
-        raw = self.annotator.annotate(questions)
-        mapper = self.mapper or KeywordMapper(self.bank.vocabulary)
-        return mapper.map_many(raw)
+        try:
+            raw = self.annotator.annotate(questions)
+        finally:
+            gen = getattr(self.annotator, "generator", None)
+            if callable(getattr(gen, "unload", None)) and getattr(gen, "loaded", True):
+                gen.unload()
+                self.annotator_unloads += 1
+        return self._keyword_mapper().map_many(raw)
 
     def solve(
         self,
