@@ -130,9 +130,10 @@ class SkillMoE:
         try:
             raw = self.annotator.annotate(questions)
         finally:
-            gen = getattr(self.annotator, "generator", None)
-            if callable(getattr(gen, "unload", None)) and getattr(gen, "loaded", True):
-                gen.unload()
+            unload = getattr(getattr(self.annotator, "generator", None), "unload", None)
+            loaded = getattr(getattr(self.annotator, "generator", None), "loaded", True)
+            if callable(unload) and loaded:
+                unload()
                 self.annotator_unloads += 1
         return self._keyword_mapper().map_many(raw)
 
