@@ -72,9 +72,7 @@ def test_starts_as_pykeen_model_with_softmax(base, peer_cls, k):
                 if head_scoring == "head_mixture":
                     want_h = torch.log_softmax(want_h, -1)
                 else:  # (h', r) for every head h' -> log_softmax over tails -> column t
-                    hr = torch.stack(
-                        [torch.arange(n).repeat(3), hrt[:, 1].repeat_interleave(n)], 1
-                    )
+                    hr = torch.stack([torch.arange(n).repeat(3), hrt[:, 1].repeat_interleave(n)], 1)
                     rows = torch.log_softmax(peer.score_t(hr), -1)  # (3·N, N)
                     want_h = rows.gather(1, hrt[:, 2].repeat_interleave(n)[:, None]).view(3, n)
             torch.testing.assert_close(got_t, want_t, rtol=1e-5, atol=1e-6)
