@@ -323,6 +323,23 @@ def ranking_table(rows) -> str:
     return "\n".join(lines)
 
 
+def _timed(fn, *args):
+    """``(fn(*args), CPU seconds of this process spent in it)``."""
+    t = time.process_time()
+    out = fn(*args)
+    return out, time.process_time() - t
+
+
+def idle_wall_estimate(job_cpu: list[float], workers: int, serial: float) -> float:
+    """Wall time on ``workers`` idle cores: the serial CPU of the parent plus the makespan of
+    the jobs handed, in submission order, to whichever worker is free first."""
+    free = [0.0] * workers
+    for c in job_cpu:
+        i = free.index(min(free))
+        free[i] += c
+    return serial + max(free)
+
+
 def _init_worker() -> None:
     torch.set_num_threads(1)
     logging.disable(logging.WARNING)
@@ -388,17 +405,19 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers, mp_context=ctx, initializer=_init_worker) as pool:
         # the largest jobs first (d and |E| grow the cost), so two workers finish together
         seed_futs = {
-            (name, dim, seed): pool.submit(seed_job, name, dim, seed, args)
+            (name, dim, seed): pool.submit(_timed, seed_job, name, dim, seed, args)
             for name, dim in sorted(cells, key=lambda c: -get_dataset(c[0]).n_entities * c[1])
             for seed in args.seeds
         }
         free_futs = {
-            (name, dim, k): pool.submit(free_job, name, dim, k, args.free_epochs)
+            (name, dim, k): pool.submit(_timed, free_job, name, dim, k, args.free_epochs)
             for name, dim in cells
             for k in (1, K_MOS)
         }
         syn_futs = {
-            (c, k): pool.submit(smallest_fitting_dim, 48, c, k, args.syn_dims, args.syn_epochs, 0)
+            (c, k): pool.submit(
+                _timed, smallest_fitting_dim, 48, c, k, args.syn_dims, args.syn_epochs, 0
+            )
             for c in args.degrees
             for k in (1, K_MOS)
         }
@@ -406,23 +425,36 @@ def main() -> None:
             make_row(
                 name,
                 dim,
-                {k: free_futs[name, dim, k].result() for k in (1, K_MOS)},
-                [seed_futs[name, dim, seed].result() for seed in args.seeds],
+                {k: free_futs[name, dim, k].result()[0] for k in (1, K_MOS)},
+                [seed_futs[name, dim, seed].result()[0] for seed in args.seeds],
                 args,
             )
             for name, dim in cells
         ]
         syn = []
         for c in args.degrees:
-            lin, mos = syn_futs[c, 1].result(), syn_futs[c, K_MOS].result()
+            lin, mos = syn_futs[c, 1].result()[0], syn_futs[c, K_MOS].result()[0]
             syn.append(dict(c=c, bound=sign_sufficient_dim(c), linear=lin, mos=mos))
             log(f"synthetic |E|=48 c={c}: smallest d with 100% sign accuracy  linear={lin}  "
                 f"MoS(K={K_MOS})={mos}  (sufficient 2c+1={sign_sufficient_dim(c)})")  # fmt: skip
+        futs = [*seed_futs.values(), *free_futs.values(), *syn_futs.values()]  # submission order
+        job_cpu = [f.result()[1] for f in futs]
     seconds = time.perf_counter() - t0
+    serial = time.process_time()  # this process: imports, data, rows (it waits while jobs run)
+    estimate = idle_wall_estimate(job_cpu, args.workers, serial)
+    log(f"CPU: jobs {sum(job_cpu):.1f} s (largest {max(job_cpu):.1f} s), parent {serial:.1f} s; "
+        f"wall on {args.workers} idle cores ≈ {estimate:.1f} s (measured wall {seconds:.1f} s)")  # fmt: skip
     log("\n" + table(rows) + "\n\n" + ranking_table(rows))
     name = "results_quick.json" if args.quick else "results_full.json"
     out = Path(args.out) if args.out else Path(__file__).with_name(name)
-    result = dict(grid=rows, synthetic=syn, seconds=seconds, workers=args.workers)
+    result = dict(
+        grid=rows,
+        synthetic=syn,
+        seconds=seconds,
+        workers=args.workers,
+        cpu_seconds=dict(jobs=sum(job_cpu), largest_job=max(job_cpu), parent=serial),
+        idle_wall_estimate_s=estimate,
+    )
     result["machine"] = machine()
     with open(out, "w") as fh:
         json.dump(result, fh, indent=1)
