@@ -348,10 +348,8 @@ def gpu(session: nox.Session, package: str) -> None:
 
 
 REPRO_TIMEOUT_S = int(os.environ.get("ICML26_REPRODUCE_TIMEOUT", "1800"))  # a hang fails
-_MACHINE = (
-    "import json; from icml26_kernels.provenance import machine_info; "
-    "print(json.dumps(machine_info()))"
-)
+# run by path, so it works in members that do not depend on icml26-kernels (stdlib only)
+_MACHINE = ROOT / "shared-kernels" / "src" / "icml26_kernels" / "provenance.py"
 
 
 def _run_quick(member: Member, env_dir: str) -> dict:
@@ -377,7 +375,9 @@ def _run_quick(member: Member, env_dir: str) -> dict:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise ValueError(f"{member.name}: reproduce.py --quick ran past {REPRO_TIMEOUT_S} s") from None
+        raise ValueError(
+            f"{member.name}: reproduce.py --quick ran past {REPRO_TIMEOUT_S} s"
+        ) from None
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
         raise ValueError(f"{member.name}: reproduce.py --quick exited {proc.returncode}:\n{tail}")
@@ -393,7 +393,7 @@ def _run_quick(member: Member, env_dir: str) -> dict:
         raise ValueError(f"{member.name}: reproduce.py JSON line lacks keys {sorted(missing)}")
     if "machine" not in row:  # the script did not record it: the same env says what ran it
         out = subprocess.run(
-            [python, "-c", _MACHINE], capture_output=True, text=True, timeout=120, check=False
+            [python, str(_MACHINE)], capture_output=True, text=True, timeout=120, check=False
         )
         row["machine"] = json.loads(out.stdout) if out.returncode == 0 else "unknown"
     row["measured"] = started
@@ -405,6 +405,8 @@ def reproduce(session: nox.Session) -> None:
     """Every package's benchmarks/reproduce.py --quick -> its reproduce_row.json -> REPRODUCTION.md.
 
     ``nox -s reproduce -- normbt`` reruns one package (the other rows stay as committed);
+    a member whose ``--quick`` is over the 120 s budget (``[tool.icml26] quick-over-budget``,
+    the reason in its README) is skipped unless named or ``-- --all`` is given;
     ``-- --jobs 2`` runs two packages at a time (on two cores each run then gets one; timings
     in the rows are then of a loaded machine, the numbers themselves do not change).
     Each run writes ``packages/<name>/benchmarks/reproduce_row.json`` (the row, the machine, the
@@ -416,6 +418,8 @@ def reproduce(session: nox.Session) -> None:
     from reproduce_table import write_row, write_table
 
     args = list(session.posargs)
+    run_all = "--all" in args
+    args = [a for a in args if a != "--all"]
     jobs = 1
     if "--jobs" in args:
         i = args.index("--jobs")
@@ -430,6 +434,11 @@ def reproduce(session: nox.Session) -> None:
     if unknown:
         session.error(f"unknown package(s) {unknown}; valid names: {', '.join(PAPERS)}")
     chosen = [m for m in MEMBERS if not m.is_kernels and (not args or m.name in args)]
+    if not args and not run_all:
+        for m in chosen:
+            if m.quick_over_budget:
+                session.log(f"{m.name}: skipped, --quick over budget ({m.quick_over_budget})")
+        chosen = [m for m in chosen if not m.quick_over_budget]
     envs = {}
     for member in chosen:  # syncs one after another (uv's cache lock), runs in parallel
         if not (member.path / "benchmarks" / "reproduce.py").is_file():

@@ -181,7 +181,9 @@ def check(root: Path) -> list[str]:
         elif name not in have:
             problems.append(f"{name}: row file but no row in {TABLE}")
         elif have[name] != want[name]:
-            problems.append(f"{name}: {TABLE} row differs from its JSON:\n  table: {have[name]}\n  json:  {want[name]}")
+            problems.append(
+                f"{name}: {TABLE} row differs from its JSON:\n  table: {have[name]}\n  json:  {want[name]}"
+            )
     if not problems and text != render(rows):
         problems.append(f"{TABLE}: header or order differs from the generated table")
     return problems

@@ -58,7 +58,10 @@ def test_reproduce_table_renders_every_column_and_the_machine():
 
     machine = {"cpu": "AMD EPYC", "cpu_capability": "AVX512", "torch_threads": 2}
     text = reproduce_table.render([_row("alpha", 0.51234, machine=machine)])
-    assert "| alpha | c\\|d | p | 0.5123 | 1 | 0.5123 | 1 | AMD EPYC (AVX512, 2 threads) | 2020-01-01 00:00 |" in text
+    assert (
+        "| alpha | c\\|d | p | 0.5123 | 1 | 0.5123 | 1 | AMD EPYC (AVX512, 2 threads) | 2020-01-01 00:00 |"
+        in text
+    )
     assert "| unrecorded |" in reproduce_table.render([_row("alpha", 0.5)])
 
 
