@@ -71,7 +71,8 @@ _FRESH = """
 """
 
 _NO_PYKEEN = """
-    import sys
+    import sys, warnings
+    warnings.simplefilter("error")  # no "failed to register" warning: PyKEEN is just absent
     sys.modules["pykeen"] = None  # PyKEEN not importable
     import icml26_kge_mos
     assert "icml26_kge_mos.pykeen_model" not in sys.modules
