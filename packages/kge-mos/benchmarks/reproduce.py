@@ -347,14 +347,36 @@ def _init_worker() -> None:
 
 
 def machine() -> dict:
+    """``icml26_kernels.provenance.machine_info()``; without it (the reproduce env installs no
+    dev group) the same core fields, read here."""
     try:
         from icml26_kernels.provenance import machine_info
-    except ImportError:  # the dev group installs it; a bare install records the basics
-        import platform
+    except ImportError:
+        pass
+    else:
+        return machine_info()
+    import os
+    import platform
 
-        return dict(cpu=platform.processor(), python=platform.python_version(),
-                    torch=torch.__version__, note="icml26_kernels not installed")  # fmt: skip
-    return machine_info()
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), ""
+            )
+    except OSError:
+        pass
+    return dict(
+        cpu=cpu or platform.processor() or platform.machine(),
+        arch=platform.machine(),
+        os=f"{platform.system()} {platform.release()}",
+        python=platform.python_version(),
+        logical_cpus=os.cpu_count(),
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        torch_threads=torch.get_num_threads(),
+        versions=dict(torch=torch.__version__, numpy=np.__version__),
+        note="recorded by reproduce.py (icml26_kernels not installed)",
+    )
 
 
 def main() -> None:
