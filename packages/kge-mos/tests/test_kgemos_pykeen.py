@@ -47,23 +47,36 @@ def test_registered_real_ermodel():
 @pytest.mark.parametrize("k", [1, 4])
 def test_starts_as_pykeen_model_with_softmax(base, peer_cls, k):
     # K = 1: PyKEEN's scores. K = 4 at initialisation: the MoS heads start at the linear
-    # layer, so log p equals log_softmax of PyKEEN's own DistMult / ComplEx scores, for tail
-    # and head prediction (the head-side query of ComplEx needs conj(r)).
+    # layer, so log p(t | h, r) is log_softmax over tails of PyKEEN's own DistMult / ComplEx
+    # scores. score_h (tail model) scores head h' by that same log p(t | h', r); the
+    # head-mixture variant is log_softmax over heads (its ComplEx query needs conj(r)).
     tf = _factory(inverse=False)
     peer = peer_cls(triples_factory=tf, embedding_dim=6, random_seed=0, regularizer=None)
-    ours = MoSKGE(triples_factory=tf, embedding_dim=6, n_components=k, base=base, random_seed=1)
-    _copy_representations(peer, ours)
     hrt = torch.tensor([[0, 0, 3], [3, 1, 2], [7, 0, 9]])
-    with torch.no_grad():
-        for ours_fn, peer_fn, cols in (
-            (ours.score_t, peer.score_t, [0, 1]),
-            (ours.score_h, peer.score_h, [1, 2]),
-        ):
-            got = ours_fn(hrt[:, cols])
-            want = peer_fn(hrt[:, cols])
+    n = tf.num_entities
+    for head_scoring in ("tail_model", "head_mixture"):
+        ours = MoSKGE(
+            triples_factory=tf,
+            embedding_dim=6,
+            n_components=k,
+            base=base,
+            head_scoring=head_scoring,
+            random_seed=1,
+        )
+        _copy_representations(peer, ours)
+        with torch.no_grad():
+            got_t, want_t = ours.score_t(hrt[:, :2]), peer.score_t(hrt[:, :2])
+            got_h, want_h = ours.score_h(hrt[:, 1:]), peer.score_h(hrt[:, 1:])
             if k > 1:
-                want = torch.log_softmax(want, -1)
-            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+                want_t = torch.log_softmax(want_t, -1)
+                if head_scoring == "head_mixture":
+                    want_h = torch.log_softmax(want_h, -1)
+                else:  # (h', r) for every head h' -> log_softmax over tails -> column t
+                    hr = torch.stack([torch.arange(n).repeat(3), hrt[:, 1].repeat_interleave(n)], 1)
+                    rows = torch.log_softmax(peer.score_t(hr), -1)  # (3·N, N)
+                    want_h = rows.gather(1, hrt[:, 2].repeat_interleave(n)[:, None]).view(3, n)
+            torch.testing.assert_close(got_t, want_t, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(got_h, want_h, rtol=1e-5, atol=1e-6)
 
 
 def test_k1_kge_model_matches_pykeen_distmult():

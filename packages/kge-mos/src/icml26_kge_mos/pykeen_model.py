@@ -4,7 +4,8 @@
 PyKEEN ``Representation`` modules (so PyKEEN's initialisers, constrainers, regularizers and
 representation classes apply), its ``interaction`` is PyKEEN's own ``DistMultInteraction`` or
 ``ComplExInteraction``, and it trains with PyKEEN's training loops and evaluators. Importing
-this module registers it in PyKEEN's ``model_resolver``, so ``pipeline(model="moskge")`` works.
+this module (which ``import icml26_kge_mos`` does when PyKEEN is installed) registers it in
+PyKEEN's ``model_resolver``, so ``pipeline(model="moskge")`` works.
 
 Both base interactions are bilinear, ``score(h, r, t) = ⟨q(h, r), t⟩`` with the query vector
 ``q = h ⊙ r`` (DistMult; ComplEx: ``Re⟨h ⊙ r, t̄⟩``, the real dot product of the stacked real
@@ -19,12 +20,25 @@ the scores, and ``log_softmax(log p) = log p``: the LCWA pipeline trains exactly
 objective of the paper. With ``n_components=1`` the scores are PyKEEN's own DistMult / ComplEx
 scores (no softmax; the LCWA loss applies it), so K = 1 *is* the PyKEEN model.
 
-Head prediction uses the same output layer on the head-side query (DistMult: ``r ⊙ t``;
-ComplEx: ``conj(r) ⊙ t``, scored against ``h``). ``score_hrt`` gathers one entry of the
-normalised row, so it works in training mode too; sLCWA training then sees log-probabilities as
-scores (allowed, but the 1-N LCWA objective is the paper's). PyKEEN's ``pipeline`` and CLI
-ignore a model's ``loss_default`` (they pass ``MarginRankingLoss``), so pass
-``loss="crossentropy"``; any other loss trains, with a warning.
+**One score function.** Every scoring method returns the same number for a triple,
+``f(h, r, t) = log p(t | h, r)``: ``score_hrt``, ``score_t``, ``score_r`` and (default
+``head_scoring="tail_model"``) ``score_h``, which scores each candidate head ``h'`` by the
+tail model's ``log p(t | h', r)``. That costs one |E|-wide mixture per candidate head,
+O(K·|E|²·d) per (r, t) query instead of O(K·|E|·d), and a ``score_h`` row is not normalised over
+heads. The paper's setup avoids it: with inverse triples (``create_inverse_triples=True``, the
+reciprocal relations of 1-N training) PyKEEN predicts heads by ``score_t`` of the inverse
+relation, one normalised O(K·|E|·d) row, and never calls ``score_h``.
+``head_scoring="head_mixture"`` is the labelled variant: a second mixture ``p(h | r, t)`` on the
+head-side query (DistMult: ``r ⊙ t``; ComplEx: ``conj(r) ⊙ t``), cheap and normalised but a
+*different model* from ``score_hrt`` (PyKEEN's one-score-function invariant does not hold).
+
+Defaults: ``loss_default`` is ``CrossEntropyLoss``, which direct construction and PyKEEN's
+``hpo_pipeline`` honour. PyKEEN's ``pipeline`` and CLI do not: they resolve ``loss=None`` to
+``MarginRankingLoss`` before the model sees it, and default to the sLCWA loop (PyKEEN has no
+model-level training-loop default). :func:`mos_pipeline` is ``pipeline`` with the paper's
+defaults (``model="moskge"``, ``training_loop="lcwa"``, ``loss="crossentropy"``) unless the
+caller overrides them. Any other loss trains, with a warning; sLCWA training sees
+log-probabilities as scores and pays an |E|-wide normaliser per scored triple.
 
 Why no new ``Interaction``: an ``Interaction`` scores the (h, r, t) triples it is given, but a
 mixture of softmaxes needs each component's normaliser over *all* entities, so MoS lives in the
@@ -46,10 +60,15 @@ from pykeen.typing import Constrainer, Hint, HintOrType, Initializer
 
 from .mos import ACTIVATIONS, MoSOutput, _positive_int
 
-__all__ = ["BASES", "MoSKGE"]
+__all__ = ["BASES", "HEAD_SCORING", "MoSKGE", "mos_pipeline"]
 
 #: supported base interactions (bilinear: score = <query(h, r), t>)
 BASES: tuple[str, ...] = ("distmult", "complex")
+#: how ``score_h`` scores heads (module docstring): the tail model, or a second head mixture
+HEAD_SCORING: tuple[str, ...] = ("tail_model", "head_mixture")
+#: candidate rows (query, candidate) scored at once by ``score_h`` with the tail model, times
+#: K·|E| logits each: the default memory budget when PyKEEN passes no ``slice_size``
+_ROW_BUDGET = 1 << 22
 
 
 def _real(x: torch.Tensor) -> torch.Tensor:
@@ -69,6 +88,9 @@ class MoSKGE(ERModel):
         base: ``"distmult"`` or ``"complex"``; the PyKEEN interaction used.
         activation: MoS head, ``"residual"`` (default), ``"tanh"`` or ``"identity"``.
         mos_init: ``"identity"`` (start at the linear layer, default) or ``"random"``.
+        head_scoring: ``"tail_model"`` (default: ``score_h[h] = log p(t | h, r)``, equal to
+            ``score_hrt``) or ``"head_mixture"`` (a second, head-side mixture ``p(h | r, t)``;
+            cheaper, but another model; see the module docstring).
         entity_initializer, relation_initializer: PyKEEN initialisers (defaults: PyKEEN's
             DistMult ones; ComplEx: ``normal_``).
         entity_constrainer: optional PyKEEN constrainer (PyKEEN's DistMult uses L2
@@ -95,6 +117,7 @@ class MoSKGE(ERModel):
         base: str = "distmult",
         activation: str = "residual",
         mos_init: str = "identity",
+        head_scoring: str = "tail_model",
         entity_initializer: Hint[Initializer] = None,
         relation_initializer: Hint[Initializer] = None,
         entity_constrainer: Hint[Constrainer] = None,
@@ -112,6 +135,8 @@ class MoSKGE(ERModel):
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         if mos_init not in ("identity", "random"):
             raise ValueError(f"mos_init must be 'identity' or 'random', got {mos_init!r}")
+        if head_scoring not in HEAD_SCORING:
+            raise ValueError(f"head_scoring must be one of {HEAD_SCORING}, got {head_scoring!r}")
         if base == "complex":
             interaction: type = ComplExInteraction
             dtype = torch.cfloat
@@ -146,10 +171,11 @@ class MoSKGE(ERModel):
             # PyKEEN loss, but the paper's objective is the 1-N cross-entropy.
             warnings.warn(
                 f"MoSKGE is trained with {type(self.loss).__name__}; the paper's objective is "
-                f"the 1-N log-likelihood: pass loss='crossentropy' and training_loop='lcwa'",
+                f"the 1-N log-likelihood: pass loss='crossentropy' and training_loop='lcwa' "
+                f"(icml26_kge_mos.pykeen_model.mos_pipeline does)",
                 stacklevel=2,
             )
-        self.base, self.n_components = base, n_components
+        self.base, self.n_components, self.head_scoring = base, n_components, head_scoring
         real_dim = 2 * embedding_dim if base == "complex" else embedding_dim
         self.output = (
             MoSOutput(real_dim, n_components, activation=activation, init=mos_init)  # type: ignore[arg-type]
@@ -193,12 +219,38 @@ class MoSKGE(ERModel):
         return self._select(self._tail_log_probs(hr_batch, slice_size, mode), tails)
 
     def score_h(self, rt_batch, *, slice_size=None, mode=None, heads=None):
-        """``log p(h | r, t)`` with the same output layer on the head-side query."""
+        """Scores of candidate heads ``(B, 2) -> (B, N)`` (or ``(B, k)`` for given ``heads``).
+
+        ``head_scoring="tail_model"``: ``log p(t | h', r)`` for every candidate ``h'``, the same
+        number ``score_hrt`` gives the triple ``(h', r, t)``; ``slice_size`` caps the
+        (query, candidate) rows scored at once. ``"head_mixture"``: ``log p(h' | r, t)`` of the
+        head-side mixture (another model).
+        """
         if self.output is None:
             return super().score_h(rt_batch, slice_size=slice_size, mode=mode, heads=heads)
-        h, r, t = self._get_representations(h=None, r=rt_batch[:, 0], t=rt_batch[:, 1], mode=mode)
-        logp = self._mos(self._head_query(r, t), _real(h), slice_size)  # (B, N)
-        return self._select(logp, heads)
+        if self.head_scoring == "head_mixture":
+            h, r, t = self._get_representations(
+                h=None, r=rt_batch[:, 0], t=rt_batch[:, 1], mode=mode
+            )
+            logp = self._mos(self._head_query(r, t), _real(h), slice_size)  # (B, N)
+            return self._select(logp, heads)
+        b = rt_batch.shape[0]
+        if heads is None:
+            heads = torch.arange(self.num_entities, device=rt_batch.device)
+        if heads.dim() == 1:
+            heads = heads.unsqueeze(0).expand(b, -1)  # (B, M)
+        m = heads.shape[1]
+        r = rt_batch[:, 0:1].expand(b, m).reshape(-1)  # (B·M,)
+        t = rt_batch[:, 1:2].expand(b, m).reshape(-1, 1)  # (B·M, 1)
+        rows = slice_size or max(1, _ROW_BUDGET // (self.n_components * self.num_entities))
+        h_flat = heads.reshape(-1)
+        out = [
+            self._tail_log_probs(  # (c, N) -> gather t -> (c, 1)
+                torch.stack([h_flat[i : i + rows], r[i : i + rows]], 1), None, mode
+            ).gather(1, t[i : i + rows])
+            for i in range(0, b * m, rows)
+        ]
+        return torch.cat(out).view(b, m)
 
     def score_hrt(self, hrt_batch, *, mode=None):
         """``log p(t | h, r)`` of single triples ``(B, 3) -> (B, 1)`` (training mode too)."""
@@ -238,6 +290,22 @@ class MoSKGE(ERModel):
         raise NotImplementedError(
             "MoSKGE scores through score_hrt / score_t / score_h / score_r (1-N log-probabilities)"
         )
+
+
+def mos_pipeline(**kwargs: Any):
+    """:func:`pykeen.pipeline.pipeline` with MoSKGE's defaults, each used only if not given.
+
+    ``model="moskge"``, ``training_loop="lcwa"`` and ``loss="crossentropy"``: the paper's 1-N
+    log-likelihood (PyKEEN's ``pipeline`` would pick sLCWA and ``MarginRankingLoss``). A loss
+    given inside ``model_kwargs`` counts as given. Returns PyKEEN's ``PipelineResult``.
+    """
+    from pykeen.pipeline import pipeline
+
+    kwargs.setdefault("model", "moskge")
+    kwargs.setdefault("training_loop", "lcwa")
+    if kwargs.get("loss") is None and "loss" not in (kwargs.get("model_kwargs") or {}):
+        kwargs["loss"] = "crossentropy"
+    return pipeline(**kwargs)
 
 
 if "moskge" not in model_resolver.lookup_dict:
