@@ -87,7 +87,7 @@ def _context(node_config=None, run_config=None):
     )
 
 
-def _reply(node, pid=None, params=None, n=10, m=0.0, error=None):
+def _reply(node, pid=None, params=None, n=10, m=0.0, error=None, drop=()):
     from flwr.app import ArrayRecord, Error, Message, Metadata, MetricRecord, RecordDict
 
     md = Metadata(
@@ -106,6 +106,8 @@ def _reply(node, pid=None, params=None, n=10, m=0.0, error=None):
     metrics = {"num-examples": n, "drift-magnitude": m, "drift-flag": int(m > 0)}
     if pid is not None:
         metrics["partition-id"] = pid
+    for key in drop:
+        del metrics[key]
     content = RecordDict({"arrays": ArrayRecord(params), "metrics": MetricRecord(metrics)})
     return Message(content, metadata=md)
 
@@ -117,12 +119,12 @@ def _strategy_with_global(ref):
 
 
 def test_a_node_without_partition_id_raises_naming_it():
-    with pytest.raises(KeyError, match="partition-id"):
+    with pytest.raises(KeyError, match="no partition-id in its node_config"):
         fl.partition_id(_context({}))
     assert fl.partition_id(_context({"partition-id": 3})) == 3
     # the client handler itself refuses (it used to default to shard 0)
     client = fl.RCFCLClient.__new__(fl.RCFCLClient)
-    with pytest.raises(KeyError, match="partition-id"):
+    with pytest.raises(KeyError, match="no partition-id in its node_config"):
         client.train(None, _context({}))  # type: ignore[arg-type]
 
 
@@ -139,21 +141,23 @@ def test_duplicate_partition_ids_are_rejected_and_rejections_keyed_by_partition(
         _reply(14, pid=2, params=three),
         _reply(15, pid=4, params=bad),  # mis-shaped: keyed by its partition id, not node 15
         _reply(16, pid=5, params=one, m=5.0),  # a magnitude above 1
+        _reply(19, pid=6, params=one, drop=("drift-magnitude",)),  # unreadable: keyed by pid 6
         _reply(17, pid=None, params=one),  # no partition id: attributable only to the node
         _reply(18, error="client crashed"),
     ]
     arrays, metrics = strategy.aggregate_train(1, replies)
-    assert set(strategy.rejected[1]) == {2, 4, 5}
+    assert set(strategy.rejected[1]) == {2, 4, 5, 6}
     assert "2 replies claim" in strategy.rejected[1][2]
     assert "shape" in strategy.rejected[1][4]
     assert "magnitude" in strategy.rejected[1][5]
+    assert "lacks 'drift-magnitude'" in strategy.rejected[1][6]
     assert set(strategy.unattributed[1]) == {17, 18}
     assert "partition-id" in strategy.unattributed[1][17]
     assert "crashed" in strategy.unattributed[1][18]
     # only partitions 0 and 1 are averaged: (10 * 1 + 30 * 3) / 40 = 2.5
     out = arrays.to_numpy_ndarrays()
     np.testing.assert_array_equal(out[0], np.full((2, 3), 2.5, np.float32))
-    assert metrics["clients-aggregated"] == 2 and metrics["clients-rejected"] == 5
+    assert metrics["clients-aggregated"] == 2 and metrics["clients-rejected"] == 6
 
 
 def test_no_private_fedavg_member_is_used():

@@ -169,8 +169,9 @@ def partition_id(context: Context) -> int:
     """The node's ``partition-id`` (``node_config``); a KeyError naming it when absent."""
     if "partition-id" not in context.node_config:
         raise KeyError(
-            "partition-id: this node's node_config has no 'partition-id' (start each SuperNode "
-            "with --node-config \"partition-id=K\"); without it every node would train shard 0"
+            "partition-id: this node has no partition-id in its node_config (start each "
+            "SuperNode with --node-config partition-id=K); without it every node would train "
+            "shard 0"
         )
     return int(context.node_config["partition-id"])  # type: ignore[arg-type]
 
