@@ -166,9 +166,11 @@ def test_no_private_fedavg_member_is_used():
     without notice between Flower releases; 1.42's ``_check_and_log_replies`` was one)."""
     from flwr.serverapp.strategy import FedAvg
 
-    flower_private = {
-        name for cls in FedAvg.__mro__ for name in vars(cls) if name.startswith("_")
-    } - {name for name in dir(object)} - {"__init__", "__module__", "__doc__", "__dict__"}
+    flower_private = (
+        {name for cls in FedAvg.__mro__ for name in vars(cls) if name.startswith("_")}
+        - {name for name in dir(object)}
+        - {"__init__", "__module__", "__doc__", "__dict__"}
+    )
     tree = ast.parse(inspect.getsource(fl))
     used = {
         node.attr

@@ -150,7 +150,9 @@ def test_labels_and_features_out_of_range_are_named():
     p = init_params(cfg)
     x = np.zeros((5, 64), np.float32)
     kw = dict(seen_classes=[], old_classes=[], cfg=cfg, seed=0)
-    with pytest.raises(ValueError, match=r"y: labels must be in \[0, cfg.n_classes=10\); got \[12\]"):
+    with pytest.raises(
+        ValueError, match=r"y: labels must be in \[0, cfg.n_classes=10\); got \[12\]"
+    ):
         local_update(p, x, np.array([0, 1, 2, 3, 12]), **kw)
     with pytest.raises(ValueError, match="y: labels"):
         local_update(p, x, np.array([0, 1, -1, 3, 4]), **kw)

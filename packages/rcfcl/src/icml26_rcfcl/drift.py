@@ -234,9 +234,7 @@ class ClassConditionalDriftDetector:
             # m_k = sum_y pi_y m_y, pi_y = n_y / n the class shares among the tested classes;
             # (min: a sum of shares times m_y <= 1 may round one ulp above 1)
             n_tot = sum(v["n"] for v in per_class.values())
-            magnitude = min(
-                1.0, sum(v["n"] / n_tot * v["magnitude"] for v in per_class.values())
-            )
+            magnitude = min(1.0, sum(v["n"] / n_tot * v["magnitude"] for v in per_class.values()))
             # one stratified test over the classes: U = sum_c U_c, exact null moments
             pairs = sum(v["n1"] * v["n2"] for v in per_class.values())
             u = sum(v["auc"] * v["n1"] * v["n2"] for v in per_class.values())
