@@ -84,3 +84,13 @@ def test_robust_average_drops_bad_clients_and_keeps_the_rest():
         np.testing.assert_allclose(a, b, rtol=1e-12)
     none = robust_drift_average({1: (nan, 10, 0.0)}, ref)
     assert none.accepted == [] and all(np.array_equal(a, b) for a, b in zip(none.params, ref))
+
+
+def test_a_magnitude_above_one_is_rejected():
+    # m_k = 2 AUC - 1 averaged over classes lies in [0, 1]; 5 is a corrupt or mis-scaled report
+    with pytest.raises(ValueError, match="magnitudes: client 1 has drift magnitude 5"):
+        aggregation_weights([10, 10], [0.0, 5.0], beta=1.0)
+    aggregation_weights([10, 10], [0.0, 1.0], beta=1.0)  # the bound itself is valid
+    ref = [np.zeros(2)]
+    out = robust_drift_average({0: ([np.ones(2)], 5, 0.2), 1: ([np.ones(2)], 5, 1.5)}, ref, 1.0)
+    assert out.accepted == [0] and "[0, 1]" in out.rejected[1]

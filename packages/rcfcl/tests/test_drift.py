@@ -108,3 +108,24 @@ def test_bad_input_names_the_argument():
     # a class the client has no data for is simply not tested when classes is not given
     rep = det.score(rng.normal(size=(10, 2)), np.ones(10, int))
     assert rep.per_class == {} and not rep.drift and np.all(rep.weights == 1)
+
+
+def test_client_magnitude_is_the_class_share_weighted_mean():
+    # class 0 (30 current samples): current and reference are two distinct points, so every
+    # held-out current score exceeds every reference score: AUC 1, m_0 = 1. Class 1 (10
+    # samples): current = reference = one point, every score tied: AUC 1/2, m_1 = 0.
+    # m_k = (30 * 1 + 10 * 0) / 40 = 0.75; a plain class mean would give 0.5.
+    x_ref = np.concatenate([np.full((40, 2), -1.0), np.zeros((40, 2))])
+    y_ref = np.repeat([0, 1], 40)
+    x_cur = np.concatenate([np.full((30, 2), 1.0), np.zeros((10, 2))])
+    y_cur = np.repeat([0, 1], [30, 10])
+    rep = ClassConditionalDriftDetector().fit_reference(x_ref, y_ref).score(x_cur, y_cur)
+    assert rep.per_class[0]["auc"] == 1.0 and rep.per_class[1]["auc"] == 0.5
+    assert rep.magnitude == pytest.approx(0.75, abs=1e-12)
+
+
+def test_a_feature_dimension_mismatch_is_named():
+    rng = np.random.default_rng(6)
+    det = ClassConditionalDriftDetector().fit_reference(rng.normal(size=(20, 3)), np.zeros(20, int))
+    with pytest.raises(ValueError, match="x: expected 3 features"):
+        det.score(rng.normal(size=(20, 2)), np.zeros(20, int))

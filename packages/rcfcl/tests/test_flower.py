@@ -1,5 +1,8 @@
 """Flower: the same run on Flower's simulation engine equals the in-process simulator."""
 
+import ast
+import inspect
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -10,6 +13,7 @@ pytest.importorskip("flwr")
 pytest.importorskip("ray")
 
 from icml26_rcfcl import AsyncDriftScenario, RCFCLConfig, load_digits_xy, simulate
+from icml26_rcfcl import flower as fl
 from icml26_rcfcl.flower import RCFCLStrategy, run_flower_simulation
 
 torch.set_num_threads(1)
@@ -66,3 +70,121 @@ def test_flower_run_equals_simulator_and_survives_a_bad_client():
     assert set(strategy.drift[2]) == {0, 1}
     flag, m0 = strategy.drift[2][0]
     assert flag and m0 > 0.5  # the drifting client was down-weighted by exp(-beta m_0)
+
+
+# ---- deployment checks that need no ray: replies are built by hand ----------------------------
+
+
+def _context(node_config=None, run_config=None):
+    from flwr.app import Context, RecordDict
+
+    return Context(
+        run_id=1,
+        node_id=1,
+        node_config=dict(node_config or {}),
+        state=RecordDict(),
+        run_config=dict(run_config or {}),
+    )
+
+
+def _reply(node, pid=None, params=None, n=10, m=0.0, error=None, drop=()):
+    from flwr.app import ArrayRecord, Error, Message, Metadata, MetricRecord, RecordDict
+
+    md = Metadata(
+        run_id=1,
+        message_id="",
+        src_node_id=node,
+        dst_node_id=0,
+        reply_to_message_id="m",
+        group_id="1",
+        created_at=time.time(),
+        ttl=3600.0,
+        message_type="train",
+    )
+    if error is not None:
+        return Message(error=Error(code=1, reason=error), metadata=md)
+    metrics = {"num-examples": n, "drift-magnitude": m, "drift-flag": int(m > 0)}
+    if pid is not None:
+        metrics["partition-id"] = pid
+    for key in drop:
+        del metrics[key]
+    content = RecordDict({"arrays": ArrayRecord(params), "metrics": MetricRecord(metrics)})
+    return Message(content, metadata=md)
+
+
+def _strategy_with_global(ref):
+    strategy = RCFCLStrategy(beta=0.0)
+    strategy._global = ref  # what configure_train stores from the round's ArrayRecord
+    return strategy
+
+
+def test_a_node_without_partition_id_raises_naming_it():
+    with pytest.raises(KeyError, match="no partition-id in its node_config"):
+        fl.partition_id(_context({}))
+    assert fl.partition_id(_context({"partition-id": 3})) == 3
+    # the client handler itself refuses (it used to default to shard 0)
+    client = fl.RCFCLClient.__new__(fl.RCFCLClient)
+    with pytest.raises(KeyError, match="no partition-id in its node_config"):
+        client.train(None, _context({}))  # type: ignore[arg-type]
+
+
+def test_duplicate_partition_ids_are_rejected_and_rejections_keyed_by_partition():
+    ref = [np.zeros((2, 3), np.float32), np.zeros(3, np.float32)]
+    one = [np.ones((2, 3), np.float32), np.ones(3, np.float32)]
+    three = [3 * a for a in one]
+    bad = [np.ones((2, 2), np.float32), np.ones(3, np.float32)]
+    strategy = _strategy_with_global(ref)
+    replies = [
+        _reply(11, pid=0, params=one, n=10),
+        _reply(12, pid=1, params=three, n=30),
+        _reply(13, pid=2, params=one),  # two nodes both configured as partition 2
+        _reply(14, pid=2, params=three),
+        _reply(15, pid=4, params=bad),  # mis-shaped: keyed by its partition id, not node 15
+        _reply(16, pid=5, params=one, m=5.0),  # a magnitude above 1
+        _reply(19, pid=6, params=one, drop=("drift-magnitude",)),  # unreadable: keyed by pid 6
+        _reply(17, pid=None, params=one),  # no partition id: attributable only to the node
+        _reply(18, error="client crashed"),
+    ]
+    arrays, metrics = strategy.aggregate_train(1, replies)
+    assert set(strategy.rejected[1]) == {2, 4, 5, 6}
+    assert "2 replies claim" in strategy.rejected[1][2]
+    assert "shape" in strategy.rejected[1][4]
+    assert "magnitude" in strategy.rejected[1][5]
+    assert "lacks 'drift-magnitude'" in strategy.rejected[1][6]
+    assert set(strategy.unattributed[1]) == {17, 18}
+    assert "partition-id" in strategy.unattributed[1][17]
+    assert "crashed" in strategy.unattributed[1][18]
+    # only partitions 0 and 1 are averaged: (10 * 1 + 30 * 3) / 40 = 2.5
+    out = arrays.to_numpy_ndarrays()
+    np.testing.assert_array_equal(out[0], np.full((2, 3), 2.5, np.float32))
+    assert metrics["clients-aggregated"] == 2 and metrics["clients-rejected"] == 6
+
+
+def test_no_private_fedavg_member_is_used():
+    """The strategy may touch only Flower's public API: any ``self._x`` / ``super()._x`` it
+    reads must be its own attribute, not one defined by FedAvg or its bases (those change
+    without notice between Flower releases; 1.42's ``_check_and_log_replies`` was one)."""
+    from flwr.serverapp.strategy import FedAvg
+
+    flower_private = (
+        {name for cls in FedAvg.__mro__ for name in vars(cls) if name.startswith("_")}
+        - {name for name in dir(object)}
+        - {"__init__", "__module__", "__doc__", "__dict__"}
+    )
+    tree = ast.parse(inspect.getsource(fl))
+    used = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+    }
+    assert "_check_and_log_replies" in flower_private  # the check sees Flower's privates
+    assert used & flower_private == set(), used & flower_private
+
+
+def test_the_scenario_is_built_once_per_process():
+    run_config = {"seed": 1, "num-clients": 6, "rounds-per-task": 1}
+    a, _, _ = fl._from_run_config(_context({"partition-id": 0}, run_config))
+    b, _, _ = fl._from_run_config(_context({"partition-id": 1}, run_config))
+    assert a is b
+    c, _, _ = fl._from_run_config(_context({"partition-id": 0}, {**run_config, "seed": 2}))
+    assert c is not a

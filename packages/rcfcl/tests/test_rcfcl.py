@@ -103,3 +103,60 @@ def test_bad_config_and_data():
             cfg=cfg,
             seed=0,
         )
+
+
+def test_fedavg_gr_is_rcfcl_without_detection_and_distillation(small):
+    # with the test off (m_k = 0, w = 1) and lambda_0 = 0, RC-FCL's round is FedAvg + GR's round:
+    # same data, same replay, same random stream, same kernels, so equal bit for bit
+    kw = dict(gen_epochs=2, local_epochs=1)
+    gr = simulate(small, RCFCLConfig(method="fedavg_gr", **kw), seed=4)
+    rc = simulate(small, RCFCLConfig(method="rcfcl", detect=False, kd=0.0, **kw), seed=4)
+    assert len(gr.params) == len(rc.params)
+    for a, b in zip(gr.params, rc.params):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(gr.acc, rc.acc)
+
+
+def test_sample_weights_apply_without_a_flag(small, trained):
+    # documented choice (README, "Design"): the flag gates m_k (KD weight, aggregation), not
+    # the per-sample density-ratio weights, which correct within a client whether or not the
+    # client-level test has the power to flag it
+    x, y = small.client_data(0, 2)
+    kw = dict(seen_classes=[0, 1, 2, 3], old_classes=[0, 1], seed=3)
+    quiet = RCFCLConfig(gen_epochs=0, local_epochs=2, tolerance=0.99, alpha=1e-6, kd=0.0)
+    weighted = local_update(trained.params, x, y, cfg=quiet, **kw)
+    plain = local_update(trained.params, x, y, cfg=replace(quiet, weighting=False), **kw)
+    assert not weighted.drift and weighted.magnitude == 0.0
+    assert max(np.abs(a - b).max() for a, b in zip(weighted.params, plain.params)) > 1e-3
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"alpha": 1.5}, "alpha"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"tolerance": 2.0}, "tolerance"),
+        ({"tolerance": -0.1}, "tolerance"),
+        ({"tolerance": 2.0, "alpha": 1.5}, "alpha"),
+    ],
+)
+def test_config_checks_the_test_level_and_tolerance_at_construction(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        RCFCLConfig(**kwargs)
+
+
+def test_labels_and_features_out_of_range_are_named():
+    cfg = RCFCLConfig()
+    p = init_params(cfg)
+    x = np.zeros((5, 64), np.float32)
+    kw = dict(seen_classes=[], old_classes=[], cfg=cfg, seed=0)
+    with pytest.raises(
+        ValueError, match=r"y: labels must be in \[0, cfg.n_classes=10\); got \[12\]"
+    ):
+        local_update(p, x, np.array([0, 1, 2, 3, 12]), **kw)
+    with pytest.raises(ValueError, match="y: labels"):
+        local_update(p, x, np.array([0, 1, -1, 3, 4]), **kw)
+    with pytest.raises(ValueError, match="old_classes: labels"):
+        local_update(p, x, np.zeros(5), **{**kw, "old_classes": [10]})
+    with pytest.raises(ValueError, match=r"expected \(n, 64\)"):
+        local_update(p, np.zeros((5, 63)), np.zeros(5), **kw)

@@ -6,7 +6,7 @@
 exponential down-weighting is our reconstruction. With every m_k = 0 (or beta = 0) this is
 FedAvg's n_k / n weighting exactly, and it is invariant to the order of the clients.
 
-Bad client updates (NaN/negative magnitude, non-finite or mis-shaped parameters, n_k <= 0) are
+Bad client updates (a magnitude outside [0, 1] or NaN, non-finite or mis-shaped parameters, n_k <= 0) are
 rejected by ``validate_update`` with an error naming the client; ``robust_drift_average``
 drops them and aggregates the rest, so one bad client does not lose the round.
 """
@@ -38,9 +38,11 @@ def aggregation_weights(
     m = np.zeros_like(n_arr) if magnitudes is None else np.asarray(magnitudes, np.float64)
     if m.shape != n_arr.shape:
         raise ValueError(f"magnitudes: expected {n_arr.size} values (one per client); got {m.size}")
-    if not np.all(np.isfinite(m)) or np.any(m < 0):
-        bad = int(np.flatnonzero(~np.isfinite(m) | (m < 0))[0])
-        raise ValueError(f"magnitudes: client {bad} has drift magnitude {m[bad]}; expected >= 0")
+    if not np.all(np.isfinite(m)) or np.any((m < 0) | (m > 1)):
+        bad = int(np.flatnonzero(~np.isfinite(m) | (m < 0) | (m > 1))[0])
+        raise ValueError(
+            f"magnitudes: client {bad} has drift magnitude {m[bad]}; expected in [0, 1]"
+        )
     logw = np.log(n_arr) - beta * m
     w = np.exp(logw - logw.max())  # stable for large beta * m
     return w / w.sum()
@@ -108,7 +110,7 @@ def robust_drift_average(
         params, n_k, m_k = updates[cid]
         try:
             validate_update(params, reference, client=cid)
-            aggregation_weights([n_k], [m_k], beta)  # checks n_k > 0, m_k finite >= 0
+            aggregation_weights([n_k], [m_k], beta)  # checks n_k > 0, m_k in [0, 1]
         except ValueError as exc:
             rejected[cid] = str(exc)
             continue

@@ -15,8 +15,9 @@ Lopez-Paz & Oquab, 2017):
   the density ratio p_cur(x_i) / p_ref(x_i) when D is the Bayes discriminator.
 
 [recon] the paper's discriminator, test and weight formula are not public: the magnitude
-2 AUC - 1, the analytic AUC null, the Bonferroni union over classes and the clipped
-density-ratio weights are our reconstruction from the abstract.
+2 AUC - 1, the analytic AUC null, the stratified test pooled over classes (one U statistic,
+not a Bonferroni union of per-class tests; the per-class p-values in ``per_class`` are
+reported only) and the clipped density-ratio weights are our reconstruction from the abstract.
 
 The discriminator is an L2-regularised logistic regression fitted by Newton's method in
 float64 (the Bayes discriminator for equal-covariance Gaussians is exactly logistic, which
@@ -179,6 +180,11 @@ class ClassConditionalDriftDetector:
         samples is an error (a client with no data for a class cannot be tested on it).
         """
         x, y = _check_xy(x, y, "x", "y")
+        d_ref = next(iter(self._ref.values())).shape[1] if self._ref else x.shape[1]
+        if x.shape[1] != d_ref:
+            raise ValueError(
+                f"x: expected {d_ref} features (the reference's dimension); got {x.shape[1]}"
+            )
         if classes is None:
             present = set(np.unique(y).tolist())
             todo = [
@@ -225,8 +231,10 @@ class ClassConditionalDriftDetector:
                 disc.predict_proba(xc), prior_ratio=hr / hc, clip=self.clip
             )
         if per_class:
+            # m_k = sum_y pi_y m_y, pi_y = n_y / n the class shares among the tested classes;
+            # (min: a sum of shares times m_y <= 1 may round one ulp above 1)
             n_tot = sum(v["n"] for v in per_class.values())
-            magnitude = sum(v["n"] / n_tot * v["magnitude"] for v in per_class.values())
+            magnitude = min(1.0, sum(v["n"] / n_tot * v["magnitude"] for v in per_class.values()))
             # one stratified test over the classes: U = sum_c U_c, exact null moments
             pairs = sum(v["n1"] * v["n2"] for v in per_class.values())
             u = sum(v["auc"] * v["n1"] * v["n2"] for v in per_class.values())

@@ -7,8 +7,13 @@
 * ``RCFCLStrategy``: a subclass of ``flwr.serverapp.strategy.FedAvg`` whose ``aggregate_train``
   weights client k by n_k exp(-beta m_k). Unlike FedAvg, which skips the whole aggregation when
   one reply is inconsistent, a reply with mismatched arrays, NaN parameters or a NaN / negative
-  magnitude is dropped with a logged reason (``strategy.rejected[round]``) and the round goes on
-  with the other clients.
+  magnitude is dropped with a logged reason (``strategy.rejected[round]``, keyed by partition
+  id) and the round goes on with the other clients. Two replies naming the same partition id
+  are both dropped (two SuperNodes configured with one shard). Only Flower's public API is
+  used (tests/test_flower.py checks that no private FedAvg member is touched).
+* Every node needs ``partition-id`` in its ``node_config`` (``flower-supernode --node-config
+  "partition-id=K"``); a node without one raises a ``KeyError`` naming it instead of
+  silently training shard 0.
 
 The simulator (``icml26_rcfcl.simulate``) and this app share ``local_update``, ``client_seed``
 and ``robust_drift_average``, so a Flower run reproduces the in-process run parameter for
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import lru_cache
 from logging import WARNING
 from typing import Any
 
@@ -47,7 +53,9 @@ class RCFCLStrategy(FedAvg):
     """FedAvg with drift-aware weights alpha_k ~ n_k exp(-beta m_k) and per-client rejection.
 
     ``beta = 0`` is FedAvg (up to the float64 sum). After ``start``: ``rejected[round]`` maps a
-    partition id to the reason its update was dropped; ``drift[round]`` maps it to
+    partition id to the reason its update was dropped (duplicates included);
+    ``unattributed[round]`` maps a node id to the reason its reply was dropped when it names
+    no readable partition id (an error reply); ``drift[round]`` maps a partition id to
     (flag, magnitude).
     """
 
@@ -58,7 +66,8 @@ class RCFCLStrategy(FedAvg):
             raise ValueError(f"beta: expected a finite number >= 0; got {beta}")
         self.beta = beta
         self._global: Params = []
-        self.rejected: dict[int, dict[int, str]] = {}
+        self.rejected: dict[int, dict[int, str]] = {}  # round -> partition id -> reason
+        self.unattributed: dict[int, dict[int, str]] = {}  # round -> node id -> reason
         self.drift: dict[int, dict[int, tuple[bool, float]]] = {}
 
     def configure_train(
@@ -70,24 +79,51 @@ class RCFCLStrategy(FedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        valid, _ = self._check_and_log_replies(list(replies), is_train=True, validate=False)
-        updates: dict[int, tuple[Params, float, float]] = {}
+        # Only public Message API here (no FedAvg internals): a reply carrying an error, or one
+        # whose partition id cannot be read, cannot be attributed to a partition and is
+        # recorded in ``unattributed[round]`` by node id; every other rejection is keyed by
+        # the partition id the reply names.
+        unattributed: dict[int, str] = {}
+        by_pid: dict[int, list[tuple[Params, float, float, bool]]] = {}
         rejected: dict[int, str] = {}
-        drift: dict[int, tuple[bool, float]] = {}
-        for msg in valid:
+        for msg in replies:
             node = int(msg.metadata.src_node_id)
-            try:
-                cid, params, n, m, flag = _unpack_reply(msg.content, self.weighted_by_key)
-            except ValueError as exc:
-                rejected[node] = str(exc)
+            if msg.has_error():
+                unattributed[node] = f"the reply carries an error: {msg.error}"
                 continue
+            try:
+                cid = _reply_partition_id(msg.content)
+            except ValueError as exc:
+                unattributed[node] = str(exc)
+                continue
+            try:
+                by_pid.setdefault(cid, []).append(_unpack_reply(msg.content, self.weighted_by_key))
+            except ValueError as exc:
+                by_pid.setdefault(cid, [])
+                rejected[cid] = str(exc)
+        updates: dict[int, tuple[Params, float, float]] = {}
+        drift: dict[int, tuple[bool, float]] = {}
+        for cid, got in by_pid.items():
+            n_replies = len(got) + (cid in rejected)
+            if n_replies > 1:  # two nodes claim one shard: neither is trusted
+                rejected[cid] = (
+                    f"partition-id {cid}: {n_replies} replies claim this partition; each node "
+                    "needs its own node_config partition-id"
+                )
+                continue
+            if cid in rejected:
+                continue
+            params, n, m, flag = got[0]
             updates[cid] = (params, n, m)
             drift[cid] = (flag, m)
         out = robust_drift_average(updates, self._global, beta=self.beta)
         rejected.update({int(str(k)): v for k, v in out.rejected.items()})
-        for cid, reason in rejected.items():
-            log(WARNING, "aggregate_train: dropped the update of client %s: %s", cid, reason)
+        for cid, reason in sorted(rejected.items()):
+            log(WARNING, "aggregate_train: dropped the update of partition %s: %s", cid, reason)
+        for node, reason in sorted(unattributed.items()):
+            log(WARNING, "aggregate_train: dropped the reply of node %s: %s", node, reason)
         self.rejected[server_round] = rejected
+        self.unattributed[server_round] = unattributed
         self.drift[server_round] = {int(str(c)): drift[int(str(c))] for c in out.accepted}
         if not out.accepted:
             return None, None
@@ -95,7 +131,7 @@ class RCFCLStrategy(FedAvg):
         metrics = MetricRecord(
             {
                 "clients-aggregated": len(out.accepted),
-                "clients-rejected": len(rejected),
+                "clients-rejected": len(rejected) + len(unattributed),
                 "mean-drift-magnitude": float(np.mean(mags)),
                 "clients-flagged": int(sum(f for f, _ in self.drift[server_round].values())),
             }
@@ -103,21 +139,41 @@ class RCFCLStrategy(FedAvg):
         return ArrayRecord(out.params), metrics
 
 
-def _unpack_reply(content: RecordDict, n_key: str) -> tuple[int, Params, float, float, bool]:
-    if len(content.array_records) != 1 or len(content.metric_records) != 1:
-        raise ValueError("reply: expected exactly one ArrayRecord and one MetricRecord")
+def _reply_partition_id(content: RecordDict) -> int:
+    if len(content.metric_records) != 1:
+        raise ValueError("reply: expected exactly one MetricRecord (with 'partition-id')")
     metrics = next(iter(content.metric_records.values()))
-    for key in (n_key, "drift-magnitude", "partition-id"):
+    if "partition-id" not in metrics:
+        raise ValueError("reply: the MetricRecord lacks 'partition-id'")
+    return int(metrics["partition-id"])  # type: ignore[arg-type]
+
+
+def _unpack_reply(content: RecordDict, n_key: str) -> tuple[Params, float, float, bool]:
+    cid = _reply_partition_id(content)
+    if len(content.array_records) != 1:
+        raise ValueError(f"partition-id {cid}: expected exactly one ArrayRecord in the reply")
+    metrics = next(iter(content.metric_records.values()))
+    for key in (n_key, "drift-magnitude"):
         if key not in metrics:
-            raise ValueError(f"reply: the MetricRecord lacks {key!r}")
+            raise ValueError(f"partition-id {cid}: the reply's MetricRecord lacks {key!r}")
     params = next(iter(content.array_records.values())).to_numpy_ndarrays()
     return (
-        int(metrics["partition-id"]),  # type: ignore[arg-type]
         params,
         float(metrics[n_key]),  # type: ignore[arg-type]
         float(metrics["drift-magnitude"]),  # type: ignore[arg-type]
         bool(metrics.get("drift-flag", 0)),
     )
+
+
+def partition_id(context: Context) -> int:
+    """The node's ``partition-id`` (``node_config``); a KeyError naming it when absent."""
+    if "partition-id" not in context.node_config:
+        raise KeyError(
+            "partition-id: this node has no partition-id in its node_config (start each "
+            "SuperNode with --node-config partition-id=K); without it every node would train "
+            "shard 0"
+        )
+    return int(context.node_config["partition-id"])  # type: ignore[arg-type]
 
 
 class RCFCLClient:
@@ -144,7 +200,7 @@ class RCFCLClient:
         self.app.train()(self.train)
 
     def train(self, msg: Message, context: Context) -> Message:
-        k = int(context.node_config.get("partition-id", 0))
+        k = partition_id(context)
         r = int(msg.content["config"]["server-round"]) - 1  # type: ignore[arg-type]
         params = msg.content["arrays"].to_numpy_ndarrays()  # type: ignore[union-attr]
         x, y = self.scenario.client_data(k, r)
@@ -226,7 +282,7 @@ def run_flower_simulation(
 def _from_run_config(context: Context) -> tuple[AsyncDriftScenario, RCFCLConfig, int]:
     """Run config keys (pyproject ``[tool.flwr.app.config]``): ``seed``, ``method``, ``beta``,
     ``num-clients``, ``rounds-per-task``; the digits scenario is rebuilt identically on every
-    node from ``seed``."""
+    node from ``seed``, once per process (``_scenario`` caches it)."""
     rc = context.run_config
     seed = int(rc.get("seed", 0))  # type: ignore[arg-type]
     cfg = replace(
@@ -234,15 +290,21 @@ def _from_run_config(context: Context) -> tuple[AsyncDriftScenario, RCFCLConfig,
         method=str(rc.get("method", "rcfcl")),
         beta=float(rc.get("beta", RCFCLConfig.beta)),  # type: ignore[arg-type]
     )
-    x, y = load_digits_xy()
-    scenario = AsyncDriftScenario.make(
-        x,
-        y,
-        n_clients=int(rc.get("num-clients", 10)),  # type: ignore[arg-type]
-        rounds_per_task=int(rc.get("rounds-per-task", 3)),  # type: ignore[arg-type]
-        seed=seed,
+    scenario = _scenario(
+        int(rc.get("num-clients", 10)),  # type: ignore[arg-type]
+        int(rc.get("rounds-per-task", 3)),  # type: ignore[arg-type]
+        seed,
     )
     return scenario, cfg, seed
+
+
+@lru_cache(maxsize=4)
+def _scenario(n_clients: int, rounds_per_task: int, seed: int) -> AsyncDriftScenario:
+    """The digits scenario of a run config, built once per process (not once per message)."""
+    x, y = load_digits_xy()
+    return AsyncDriftScenario.make(
+        x, y, n_clients=n_clients, rounds_per_task=rounds_per_task, seed=seed
+    )
 
 
 # module-level apps for `flwr run` (pyproject: serverapp = "icml26_rcfcl.flower:server_app")

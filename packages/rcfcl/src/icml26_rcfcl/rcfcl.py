@@ -75,6 +75,16 @@ class RCFCLConfig:
             raise ValueError(f"beta: expected a finite number >= 0; got {self.beta}")
         if self.lr <= 0 or self.local_epochs < 0:
             raise ValueError(f"lr, local_epochs: expected lr > 0 and epochs >= 0; got {self.lr}")
+        # the detector's own checks, here so a bad config fails at construction, not in a round
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha: expected a test level in (0, 1); got {self.alpha}")
+        if not 0 <= self.tolerance < 1:
+            raise ValueError(f"tolerance: expected a magnitude in [0, 1); got {self.tolerance}")
+        if self.x_dim < 1 or self.n_classes < 2:
+            raise ValueError(
+                f"x_dim, n_classes: expected x_dim >= 1 and n_classes >= 2; "
+                f"got {self.x_dim}, {self.n_classes}"
+            )
 
     @property
     def uses_replay(self) -> bool:
@@ -161,6 +171,13 @@ def local_update(
         raise ValueError("x: the client has no local data this round")
     if not np.all(np.isfinite(x)):
         raise ValueError("x: contains NaN or inf")
+    for name, labels in (("y", y), ("seen_classes", seen_classes), ("old_classes", old_classes)):
+        bad = [int(c) for c in np.unique(np.asarray(labels, dtype=np.int64))]
+        bad = [c for c in bad if not 0 <= c < cfg.n_classes]
+        if bad:
+            raise ValueError(
+                f"{name}: labels must be in [0, cfg.n_classes={cfg.n_classes}); got {bad}"
+            )
     torch.manual_seed(seed)
     gen_rng = torch.Generator().manual_seed(seed)
     clf, gen = build_models(cfg)
