@@ -211,13 +211,18 @@ def exact_interaction_values(
     index: str = "SII",
     max_order: int = 2,
     min_order: int = 0,
+    *,
+    computer: Any = None,
 ) -> InteractionValues:
     """Exact values from all ``2^n`` game values (one call of ``game`` on the full powerset):
-    ``shapiq.ExactComputer`` (Möbius-based sums over the powerset), restricted to orders
-    ``min_order..max_order``; ``estimated=False``, ``estimation_budget=2^n``."""
+    ``shapiq.ExactComputer`` (sums over the powerset), restricted to orders
+    ``min_order..max_order``; ``estimated=False``, ``estimation_budget=2^n``. Pass the same
+    ``computer`` (a ``shapiq.ExactComputer`` of ``game``) to read several indices off one
+    evaluation of the powerset."""
     from shapiq import ExactComputer
 
-    ref = ExactComputer(game, n)(index, 1 if index == "SV" else max_order)
+    ec = ExactComputer(game, n) if computer is None else computer
+    ref = ec(index, 1 if index == "SV" else max_order)
     lookup: dict[tuple[int, ...], int] = {}
     values: list[float] = []
     for s in sorted(ref.interaction_lookup, key=lambda t: (len(t), t)):
