@@ -350,8 +350,8 @@ def test_tnshap_pyg_explains_the_predicted_class_of_the_indexed_graph():
         node_mask_type="object",
         model_config=dict(mode="multiclass_classification", task_level="graph", return_type="raw"),
     )
-    lab = phen(b.x, b.edge_index, target=torch.tensor([1, 0]), index=0, batch=b.batch, edge_attr=b.edge_attr)
-    np.testing.assert_allclose(lab.node_mask[:8, 0].numpy(), _exact_sv(model, d0, cls=1), rtol=1e-10, atol=1e-12)
+    lab = phen(b.x, b.edge_index, target=torch.tensor([0, 1]), index=1, batch=b.batch, edge_attr=b.edge_attr)
+    np.testing.assert_allclose(lab.node_mask[8:, 0].numpy(), _exact_sv(model, d1, cls=1), rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="index selects graphs of the batch"):
         explainer(b.x, b.edge_index, index=2, batch=b.batch, edge_attr=b.edge_attr)
 
