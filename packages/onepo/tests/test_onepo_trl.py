@@ -185,6 +185,24 @@ def test_teacher_injected_through_rollout_hook(tmp_path, char_tokenizer, tiny_lm
     )  # random-init: p_old << floor on teacher tokens
 
 
+def test_replacement_rows_are_seeded_seed_plus_global_step(tmp_path, char_tokenizer, tiny_lm):
+    """The official manager seeds each step's draw with seed + global_step, not seed alone."""
+    tr = _onepo(tmp_path, char_tokenizer, tiny_lm, exact_match, onepo_seed=7)
+    tr.current_gradient_accumulation_steps = 1
+    tiny_lm.train()
+
+    def rows_for(seed):
+        rng = np.random.default_rng(seed)
+        return [int(rng.integers(0, N_GEN)), int(rng.integers(N_GEN, 2 * N_GEN))]
+
+    # a step whose draw differs from step 0's, so "seed" and "seed + step" disagree
+    step = next(s for s in range(1, 50) if rows_for(7 + s) != rows_for(7))
+    tr.state.global_step = step
+    torch.manual_seed(0)
+    out = tr._generate_and_score_completions(_rows(_dataset()))
+    assert out["teacher_mask"].any(-1).nonzero().flatten().tolist() == rows_for(7 + step)
+
+
 def test_tie_retires_teacher(tmp_path, char_tokenizer, tiny_lm):
     tr = _onepo(
         tmp_path, char_tokenizer, tiny_lm, lambda completions, **kw: [1.0] * len(completions)
