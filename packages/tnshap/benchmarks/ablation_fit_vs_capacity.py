@@ -23,7 +23,8 @@ Same 3-layer GIN and the same first 8 molecules as ``reproduce.py --quick``; exa
 Also the wall time of one fit beside shapiq KernelSHAP's at the same budget (50 and 500).
 Prints markdown tables on stderr; writes ``ablation_fit_vs_capacity.json`` next to this file
 (``--sections`` updates only its sections' keys). Run:
-``python benchmarks/ablation_fit_vs_capacity.py [--sections fit50 capacity prior time]``.
+``python benchmarks/ablation_fit_vs_capacity.py [--sections fit50 capacity prior time]`` (all four:
+~27 min wall on two heavily shared cores in this session; no fit is repeated across sections).
 """
 
 from __future__ import annotations
