@@ -260,7 +260,7 @@ class MultiClassNet(torch.nn.Module):
         self.out = torch.nn.Parameter(torch.randn(hidden, classes, generator=g, dtype=torch.float64))
         self.bias = torch.nn.Parameter(torch.tensor([0.0, 0.0, 40.0], dtype=torch.float64))
 
-    def forward(self, x, edge_index, batch=None, edge_attr=None):
+    def forward(self, x, edge_index, batch=None, edge_attr=None, gscale=None):
         src, dst = edge_index
         w = torch.ones(src.shape[0], dtype=x.dtype) if edge_attr is None else edge_attr[:, 0]
         h = x
@@ -268,7 +268,8 @@ class MultiClassNet(torch.nn.Module):
             h = torch.tanh((h + torch.zeros_like(h).index_add_(0, dst, h[src] * w[:, None])) @ lin)
         batch = torch.zeros(len(x), dtype=torch.long) if batch is None else batch
         pooled = torch.zeros(int(batch.max()) + 1, h.shape[1], dtype=h.dtype).index_add_(0, batch, h)
-        return pooled @ self.out + self.bias
+        out = pooled @ self.out + self.bias
+        return out if gscale is None else out * gscale  # gscale: (B, 1) per-graph keyword
 
 
 def _graph(n, edges, seed):
@@ -354,6 +355,10 @@ def test_tnshap_pyg_explains_the_predicted_class_of_the_indexed_graph():
     np.testing.assert_allclose(lab.node_mask[8:, 0].numpy(), _exact_sv(model, d1, cls=1), rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="index selects graphs of the batch"):
         explainer(b.x, b.edge_index, index=2, batch=b.batch, edge_attr=b.edge_attr)
+    # a per-graph keyword tensor (B, 1): graph 1's row goes with graph 1 (φ scales with it)
+    gs = torch.tensor([[1.0], [3.0]], dtype=torch.float64)
+    scaled = explainer(b.x, b.edge_index, index=1, batch=b.batch, edge_attr=b.edge_attr, gscale=gs)
+    np.testing.assert_allclose(scaled.node_mask[8:, 0].numpy(), 3.0 * want, rtol=1e-10, atol=1e-10)
 
 
 def test_tnshap_pyg_surrogate_explains_the_target_class():

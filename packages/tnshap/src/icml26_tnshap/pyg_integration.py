@@ -14,8 +14,9 @@ Needs the ``[pyg]`` extra. Use it like any PyG explainer::
 Players are the nodes: a coalition keeps the features of its nodes and masks the others to a
 baseline (zeros by default), the graph is kept. The model is called as
 ``model(x, edge_index, batch=batch, **kwargs)`` on a disjoint union of masked copies
-(graph-level models; ``batch`` is PyG's graph-id vector; per-node / per-edge keyword tensors such
-as ``edge_attr`` are sliced and tiled along). Attributions are raw Shapley values (signed, not
+(graph-level models; ``batch`` is PyG's graph-id vector; per-node / per-edge / per-graph keyword
+tensors such as ``edge_attr`` (first dimension = nodes, edges or graphs of the batch) are sliced
+to the explained graph and tiled along; a tensor whose row count matches two of these is refused). Attributions are raw Shapley values (signed, not
 squashed by a sigmoid).
 
 ``index`` and ``target`` mean what they mean in PyG:
@@ -73,15 +74,17 @@ class _BatchKwarg(torch.nn.Module):
         node_kwargs: dict[str, Tensor] | None = None,
         edge_kwargs: dict[str, Tensor] | None = None,
         n_nodes: int = 1,
+        graph_kwargs: dict[str, Tensor] | None = None,
     ) -> None:
         super().__init__()
         self.model, self.kwargs, self.n_nodes = model, kwargs, n_nodes
         self.node_kwargs, self.edge_kwargs = node_kwargs or {}, edge_kwargs or {}
+        self.graph_kwargs = graph_kwargs or {}  # (1, ...) rows of per-graph tensors
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor) -> Tensor:
         b = x.shape[0] // self.n_nodes
-        tiled = {k: v.repeat(b, *([1] * (v.ndim - 1))) for k, v in self.node_kwargs.items()}
-        tiled.update({k: v.repeat(b, *([1] * (v.ndim - 1))) for k, v in self.edge_kwargs.items()})
+        per = {**self.node_kwargs, **self.edge_kwargs, **self.graph_kwargs}
+        tiled = {k: v.repeat(b, *([1] * (v.ndim - 1))) for k, v in per.items()}
         return self.model(x, edge_index, batch=batch, **self.kwargs, **tiled)
 
 
@@ -205,15 +208,17 @@ class TNSHAPExplainer(ExplainerAlgorithm):
         n_graphs = int(batch.max()) + 1 if n_all else 0
         if n_all and bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
             raise ValueError("edge_index has edges between different graphs of batch")
-        node_kw, edge_kw, other = {}, {}, {}
+        node_kw, edge_kw, graph_kw, other = {}, {}, {}, {}
         for key, val in kwargs.items():
-            if isinstance(val, Tensor) and val.ndim >= 1 and val.shape[0] in (n_all, e_all):
-                if n_all == e_all:
-                    raise ValueError(
-                        f"cannot tell whether keyword {key!r} is per node or per edge "
-                        f"(x and edge_index both have {n_all} rows)"
-                    )
-                (node_kw if val.shape[0] == n_all else edge_kw)[key] = val
+            rows = val.shape[0] if isinstance(val, Tensor) and val.ndim >= 1 else None
+            kinds = [k for k, m in (("node", n_all), ("edge", e_all), ("graph", n_graphs)) if rows == m]
+            if len(kinds) > 1:
+                raise ValueError(
+                    f"cannot tell whether keyword {key!r} ({rows} rows) is per {' or per '.join(kinds)} "
+                    f"(x has {n_all} rows, edge_index {e_all} columns, batch {n_graphs} graphs)"
+                )
+            if kinds:
+                {"node": node_kw, "edge": edge_kw, "graph": graph_kw}[kinds[0]][key] = val
             else:
                 other[key] = val
         base_all = self.baseline
@@ -238,6 +243,7 @@ class TNSHAPExplainer(ExplainerAlgorithm):
                     {k: v[keep] for k, v in node_kw.items()},
                     {k: v[ekeep] for k, v in edge_kw.items()},
                     len(nodes),
+                    {k: v[row : row + 1] for k, v in graph_kw.items()},
                 ),
                 x[keep],
                 ei,
