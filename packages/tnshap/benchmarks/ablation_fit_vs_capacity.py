@@ -61,18 +61,35 @@ def arms50() -> dict[str, tuple[int, str, FitConfig, bool]]:
     """name -> (χ, structure, config, kernel sampler)."""
     return {
         "default (χ=3, Adam 300)": (3, "graph", FitConfig(), False),
-        "χ=3, L-BFGS to convergence": (3, "graph", FitConfig(solver="lbfgs", lbfgs_iters=500), False),
+        "χ=3, L-BFGS to convergence": (
+            3,
+            "graph",
+            FitConfig(solver="lbfgs", lbfgs_iters=500),
+            False,
+        ),
         "χ=3, Adam 100": (3, "graph", FitConfig(solver="adam", epochs=100), False),
         "χ=3, Adam 1000": (3, "graph", FitConfig(solver="adam", epochs=1000), False),
         "χ=3, L-BFGS + ridge 1e-2": (
-            3, "graph", FitConfig(solver="lbfgs", lbfgs_iters=500, weight_decay=1e-2), False),
+            3,
+            "graph",
+            FitConfig(solver="lbfgs", lbfgs_iters=500, weight_decay=1e-2),
+            False,
+        ),
         "χ=3, L-BFGS + ridge 1e-1": (
-            3, "graph", FitConfig(solver="lbfgs", lbfgs_iters=500, weight_decay=1e-1), False),
+            3,
+            "graph",
+            FitConfig(solver="lbfgs", lbfgs_iters=500, weight_decay=1e-1),
+            False,
+        ),
         "χ=2 (Adam 300)": (2, "graph", FitConfig(solver="adam"), False),
         "χ=2 spanning tree (Adam 300)": (2, "spanning_tree", FitConfig(solver="adam"), False),
         "χ=3, Shapley-kernel sampler": (3, "graph", FitConfig(), True),
         "χ=3, Shapley-kernel sampler, L-BFGS": (
-            3, "graph", FitConfig(solver="lbfgs", lbfgs_iters=500), True),
+            3,
+            "graph",
+            FitConfig(solver="lbfgs", lbfgs_iters=500),
+            True,
+        ),
     }
 
 
@@ -108,13 +125,22 @@ def main() -> None:
                 sec.append(time.perf_counter() - t)
                 cos.append(R.cosine(shapley_values(tn), exact))
             m, h = R.mean_ci(cos)
-            res[name] = {"cosine_mean": m, "ci95": h, "cosine_min": float(np.min(cos)),
-                         "sec_per_fit": float(np.mean(sec)), "cosine": cos}
+            res[name] = {
+                "cosine_mean": m,
+                "ci95": h,
+                "cosine_min": float(np.min(cos)),
+                "sec_per_fit": float(np.mean(sec)),
+                "cosine": cos,
+            }
             R.log(f"| {name} | {m:.4f} ± {h:.4f} | {np.min(cos):.3f} | {np.mean(sec):.2f} |")
         cos = [R.cosine(R.bond_pairwise_ls(g, 50, s)[0], e) for s, (g, e) in enumerate(games)]
         m, h = R.mean_ci(cos)
-        res["bond-pairwise LS"] = {"cosine_mean": m, "ci95": h, "cosine_min": float(np.min(cos)),
-                                   "cosine": cos}
+        res["bond-pairwise LS"] = {
+            "cosine_mean": m,
+            "ci95": h,
+            "cosine_min": float(np.min(cos)),
+            "cosine": cos,
+        }
         R.log(f"| bond-pairwise LS | {m:.4f} ± {h:.4f} | {np.min(cos):.3f} | |")
         out["fit_at_50"] = res
 
@@ -135,17 +161,25 @@ def main() -> None:
                 sec.append(time.perf_counter() - t)
                 cos.append(R.cosine(shapley_values(tn), exact))
                 err.append(float(np.sqrt(np.mean((tn.value(z) - y) ** 2)) / np.std(y)))
-            cap[chi] = {"cosine_mean": float(np.mean(cos)), "cosine_min": float(np.min(cos)),
-                        "rel_rmse_mean": float(np.mean(err)), "sec_per_fit": float(np.mean(sec)),
-                        "cosine": cos}
-            R.log(f"| {chi} | {np.mean(cos):.5f} / {np.min(cos):.4f} | {np.mean(err):.2e} "
-                  f"| {np.mean(sec):.1f} |")
+            cap[chi] = {
+                "cosine_mean": float(np.mean(cos)),
+                "cosine_min": float(np.min(cos)),
+                "rel_rmse_mean": float(np.mean(err)),
+                "sec_per_fit": float(np.mean(sec)),
+                "cosine": cos,
+            }
+            R.log(
+                f"| {chi} | {np.mean(cos):.5f} / {np.min(cos):.4f} | {np.mean(err):.2e} "
+                f"| {np.mean(sec):.1f} |"
+            )
         out["capacity_all_2n"] = cap
 
     if "prior" in sections:  # 3. the fix: a pairwise prior under the network (labelled variant)
         pri = {}
-        R.log("\n| budget | default χ=3 | pairwise prior + χ=3 (variant) | paired diff ± 95% CI "
-              "| bond-pairwise LS | s / fit (default, variant) |")
+        R.log(
+            "\n| budget | default χ=3 | pairwise prior + χ=3 (variant) | paired diff ± 95% CI "
+            "| bond-pairwise LS | s / fit (default, variant) |"
+        )
         R.log("|---|---|---|---|---|---|")
         for budget in (50, 100, 200, 500):
             arms = {"default": FitConfig(), "prior": FitConfig(prior="pairwise")}
@@ -160,18 +194,32 @@ def main() -> None:
                     fit_surrogate(tn, game, budget=b, config=cfg)
                     sec[k].append(time.perf_counter() - t)
                     cos[k].append(R.cosine(shapley_values(tn), exact))
-            ls = [R.cosine(R.bond_pairwise_ls(g, budget, s)[0], e) for s, (g, e) in enumerate(games)]
+            ls = [
+                R.cosine(R.bond_pairwise_ls(g, budget, s)[0], e) for s, (g, e) in enumerate(games)
+            ]
             md, hd = R.mean_ci(cos["default"])
             mp, hp = R.mean_ci(cos["prior"])
             dm, dh = R.mean_ci(np.array(cos["prior"]) - np.array(cos["default"]))
-            pri[budget] = {"default": {"cosine_mean": md, "ci95": hd, "cosine": cos["default"],
-                                       "sec_per_fit": float(np.mean(sec["default"]))},
-                           "prior": {"cosine_mean": mp, "ci95": hp, "cosine": cos["prior"],
-                                     "sec_per_fit": float(np.mean(sec["prior"]))},
-                           "paired_diff": {"diff": dm, "ci95": dh},
-                           "bond_pairwise_ls": {"cosine_mean": float(np.mean(ls)), "cosine": ls}}
-            R.log(f"| {budget} | {md:.4f} ± {hd:.4f} | {mp:.4f} ± {hp:.4f} | {dm:+.4f} ± {dh:.4f} "
-                  f"| {np.mean(ls):.4f} | {np.mean(sec['default']):.2f}, {np.mean(sec['prior']):.2f} |")
+            pri[budget] = {
+                "default": {
+                    "cosine_mean": md,
+                    "ci95": hd,
+                    "cosine": cos["default"],
+                    "sec_per_fit": float(np.mean(sec["default"])),
+                },
+                "prior": {
+                    "cosine_mean": mp,
+                    "ci95": hp,
+                    "cosine": cos["prior"],
+                    "sec_per_fit": float(np.mean(sec["prior"])),
+                },
+                "paired_diff": {"diff": dm, "ci95": dh},
+                "bond_pairwise_ls": {"cosine_mean": float(np.mean(ls)), "cosine": ls},
+            }
+            R.log(
+                f"| {budget} | {md:.4f} ± {hd:.4f} | {mp:.4f} ± {hp:.4f} | {dm:+.4f} ± {dh:.4f} "
+                f"| {np.mean(ls):.4f} | {np.mean(sec['default']):.2f}, {np.mean(sec['prior']):.2f} |"
+            )
         out["pairwise_prior"] = pri
 
     if "time" in sections:  # 4. fit time beside shapiq KernelSHAP (same game, same budget)
@@ -188,17 +236,24 @@ def main() -> None:
                 t = time.perf_counter()
                 shapiq.KernelSHAP(game.n_players, random_state=seed).approximate(b, game)
                 tk.append(time.perf_counter() - t)
-            times[budget] = {"tnshap_sec": float(np.mean(tt)), "kernelshap_sec": float(np.mean(tk)),
-                             "ratio": float(np.sum(tt) / np.sum(tk))}
-            R.log(f"budget {budget}: TN-SHAP-G {np.mean(tt):.3f} s, KernelSHAP {np.mean(tk):.3f} s "
-                  f"per molecule, ratio {np.sum(tt) / np.sum(tk):.1f}")
+            times[budget] = {
+                "tnshap_sec": float(np.mean(tt)),
+                "kernelshap_sec": float(np.mean(tk)),
+                "ratio": float(np.sum(tt) / np.sum(tk)),
+            }
+            R.log(
+                f"budget {budget}: TN-SHAP-G {np.mean(tt):.3f} s, KernelSHAP {np.mean(tk):.3f} s "
+                f"per molecule, ratio {np.sum(tt) / np.sum(tk):.1f}"
+            )
         out["fit_time"] = times
     from icml26_kernels.provenance import machine_info
 
     out["machine"] = machine_info()
     out.setdefault("wall_s", {})
-    out["wall_s"] = {**(out["wall_s"] if isinstance(out["wall_s"], dict) else {}),
-                     "+".join(sorted(sections)): time.perf_counter() - t0}
+    out["wall_s"] = {
+        **(out["wall_s"] if isinstance(out["wall_s"], dict) else {}),
+        "+".join(sorted(sections)): time.perf_counter() - t0,
+    }
     path.write_text(json.dumps(out, indent=1))
 
 

@@ -64,8 +64,14 @@ def test_tnshap_pairwise_prior_recovers_pairwise_game_on_a_ring(ring_graph):
     residual. On a pairwise game of a loopy graph, 40 queries (> 1 + n + |E| = 17) recover
     φ_u = a_u + ½ Σ_v w_uv and SII_uv = w_uv (the network then fits a zero residual)."""
     import shapiq
-    from icml26_tnshap import FitConfig, GraphTN, fit_surrogate, interactions, shapley_values
-    from icml26_tnshap import to_interaction_values
+    from icml26_tnshap import (
+        FitConfig,
+        GraphTN,
+        fit_surrogate,
+        interactions,
+        shapley_values,
+        to_interaction_values,
+    )
 
     n, edges = ring_graph
     rng = np.random.default_rng(0)

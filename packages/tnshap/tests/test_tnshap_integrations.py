@@ -257,7 +257,9 @@ class MultiClassNet(torch.nn.Module):
         g = torch.Generator().manual_seed(seed)
         self.w1 = torch.nn.Parameter(torch.randn(f, hidden, generator=g, dtype=torch.float64))
         self.w2 = torch.nn.Parameter(torch.randn(hidden, hidden, generator=g, dtype=torch.float64))
-        self.out = torch.nn.Parameter(torch.randn(hidden, classes, generator=g, dtype=torch.float64))
+        self.out = torch.nn.Parameter(
+            torch.randn(hidden, classes, generator=g, dtype=torch.float64)
+        )
         self.bias = torch.nn.Parameter(torch.tensor([0.0, 0.0, 40.0], dtype=torch.float64))
 
     def forward(self, x, edge_index, batch=None, edge_attr=None, gscale=None):
@@ -267,7 +269,9 @@ class MultiClassNet(torch.nn.Module):
         for lin in (self.w1, self.w2):
             h = torch.tanh((h + torch.zeros_like(h).index_add_(0, dst, h[src] * w[:, None])) @ lin)
         batch = torch.zeros(len(x), dtype=torch.long) if batch is None else batch
-        pooled = torch.zeros(int(batch.max()) + 1, h.shape[1], dtype=h.dtype).index_add_(0, batch, h)
+        pooled = torch.zeros(int(batch.max()) + 1, h.shape[1], dtype=h.dtype).index_add_(
+            0, batch, h
+        )
         out = pooled @ self.out + self.bias
         return out if gscale is None else out * gscale  # gscale: (B, 1) per-graph keyword
 
@@ -279,7 +283,9 @@ def _graph(n, edges, seed):
     e = torch.tensor(edges).T
     ei = torch.cat([e, e.flip(0)], 1)
     attr = torch.rand(ei.shape[1], 1, generator=g, dtype=torch.float64) + 0.5
-    return Data(x=torch.randn(n, 4, generator=g, dtype=torch.float64), edge_index=ei, edge_attr=attr)
+    return Data(
+        x=torch.randn(n, 4, generator=g, dtype=torch.float64), edge_index=ei, edge_attr=attr
+    )
 
 
 def _exact_sv(model, data, cls):
@@ -291,7 +297,14 @@ def _exact_sv(model, data, cls):
         z = torch.as_tensor(np.asarray(z, float))
         with torch.no_grad():
             return np.array(
-                [float(model(data.x * zi[:, None], data.edge_index, edge_attr=data.edge_attr)[0, cls]) for zi in z]
+                [
+                    float(
+                        model(data.x * zi[:, None], data.edge_index, edge_attr=data.edge_attr)[
+                            0, cls
+                        ]
+                    )
+                    for zi in z
+                ]
             )
 
     sv = shapiq.ExactComputer(game, n)("SV", 1)
@@ -351,8 +364,17 @@ def test_tnshap_pyg_explains_the_predicted_class_of_the_indexed_graph():
         node_mask_type="object",
         model_config=dict(mode="multiclass_classification", task_level="graph", return_type="raw"),
     )
-    lab = phen(b.x, b.edge_index, target=torch.tensor([0, 1]), index=1, batch=b.batch, edge_attr=b.edge_attr)
-    np.testing.assert_allclose(lab.node_mask[8:, 0].numpy(), _exact_sv(model, d1, cls=1), rtol=1e-10, atol=1e-12)
+    lab = phen(
+        b.x,
+        b.edge_index,
+        target=torch.tensor([0, 1]),
+        index=1,
+        batch=b.batch,
+        edge_attr=b.edge_attr,
+    )
+    np.testing.assert_allclose(
+        lab.node_mask[8:, 0].numpy(), _exact_sv(model, d1, cls=1), rtol=1e-10, atol=1e-12
+    )
     with pytest.raises(ValueError, match="index selects graphs of the batch"):
         explainer(b.x, b.edge_index, index=2, batch=b.batch, edge_attr=b.edge_attr)
     # a per-graph keyword tensor (B, 1): graph 1's row goes with graph 1 (φ scales with it)
@@ -374,7 +396,9 @@ def test_tnshap_pyg_surrogate_explains_the_target_class():
     want, wrong = _exact_sv(model, d0, cls=2), _exact_sv(model, d0, cls=0)
     rel = lambda ref: np.linalg.norm(got - ref) / np.linalg.norm(ref)
     assert rel(want) < 0.15 and rel(wrong) > 0.5, (rel(want), rel(wrong))  # measured: 0.07, 1.2
-    assert explainer.algorithm.last_fit is not None and explainer.algorithm.last_fit.n_queries == 120
+    assert (
+        explainer.algorithm.last_fit is not None and explainer.algorithm.last_fit.n_queries == 120
+    )
 
 
 def test_tnshap_pyg_refuses_node_level_tasks():
@@ -388,7 +412,9 @@ def test_tnshap_pyg_refuses_node_level_tasks():
             TNSHAPExplainer(budget=50),
             explanation_type="model",
             node_mask_type="object",
-            model_config=dict(mode="multiclass_classification", task_level="node", return_type="raw"),
+            model_config=dict(
+                mode="multiclass_classification", task_level="node", return_type="raw"
+            ),
         )
 
 
@@ -417,7 +443,9 @@ def test_tnshap_pyg_fidelity_recipe_topk_hard():
     z = np.zeros(8)
     z[np.argsort(-phi)[:3]] = 1.0
     np.testing.assert_array_equal(expl.node_mask[:, 0].numpy(), z)
-    masked = explainer.get_masked_prediction(d0.x, d0.edge_index, expl.node_mask, None, edge_attr=d0.edge_attr)
+    masked = explainer.get_masked_prediction(
+        d0.x, d0.edge_index, expl.node_mask, None, edge_attr=d0.edge_attr
+    )
     with torch.no_grad():
         direct = model(d0.x * torch.as_tensor(z)[:, None], d0.edge_index, edge_attr=d0.edge_attr)
     torch.testing.assert_close(masked, direct, rtol=0, atol=0)

@@ -204,14 +204,18 @@ class TNSHAPExplainer(ExplainerAlgorithm):
             batch = torch.zeros(n_all, dtype=torch.long, device=x.device)
         batch = torch.as_tensor(batch, device=x.device).reshape(-1)
         if batch.numel() != n_all:
-            raise ValueError(f"batch must have one graph id per node ({n_all}); got {batch.numel()}")
+            raise ValueError(
+                f"batch must have one graph id per node ({n_all}); got {batch.numel()}"
+            )
         n_graphs = int(batch.max()) + 1 if n_all else 0
         if n_all and bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
             raise ValueError("edge_index has edges between different graphs of batch")
         node_kw, edge_kw, graph_kw, other = {}, {}, {}, {}
         for key, val in kwargs.items():
             rows = val.shape[0] if isinstance(val, Tensor) and val.ndim >= 1 else None
-            kinds = [k for k, m in (("node", n_all), ("edge", e_all), ("graph", n_graphs)) if rows == m]
+            kinds = [
+                k for k, m in (("node", n_all), ("edge", e_all), ("graph", n_graphs)) if rows == m
+            ]
             if len(kinds) > 1:
                 raise ValueError(
                     f"cannot tell whether keyword {key!r} ({rows} rows) is per {' or per '.join(kinds)} "

@@ -449,14 +449,20 @@ def fit_surrogate(
             zt = torch.as_tensor(z, dtype=dtype)
             feats = torch.cat(
                 [torch.ones(len(z), 1, dtype=dtype), zt]
-                + ([zt[:, tn.prior_edges[:, 0]] * zt[:, tn.prior_edges[:, 1]]] if len(tn.prior_edges) else []),
+                + (
+                    [zt[:, tn.prior_edges[:, 0]] * zt[:, tn.prior_edges[:, 1]]]
+                    if len(tn.prior_edges)
+                    else []
+                ),
                 dim=1,
             ).numpy()  # (m, 1 + n + |E|)
             ends = (sizes == 0) | (sizes == n)
             sw = np.sqrt(np.where(ends, cfg.prior_extreme_weight, 1.0))
             coef = np.linalg.lstsq(feats * sw[:, None], y_all[: len(z)] * sw, rcond=None)[0]
             tn.prior_coef.copy_(torch.as_tensor(coef, dtype=dtype))
-            y_all = y_all - tn.prior(torch.as_tensor(np.concatenate([z, z_val]), dtype=dtype)).numpy()
+            y_all = (
+                y_all - tn.prior(torch.as_tensor(np.concatenate([z, z_val]), dtype=dtype)).numpy()
+            )
     y, y_val = y_all[: len(z)], y_all[len(z) :]
     mu = float(y.mean()) if cfg.standardize else 0.0
     sd = float(y.std()) if cfg.standardize else 1.0
