@@ -7,6 +7,7 @@ EXPECTED_ALL = [
     "InteractionResult",
     "MaskedGraphGame",
     "TNSHAPApproximator",
+    "exact_interaction_values",
     "fit_surrogate",
     "gauss_legendre_01",
     "interactions",

@@ -2,7 +2,7 @@
 
 from .attribution import InteractionResult, gauss_legendre_01, interactions, moebius, shapley_values
 from .game import MaskedGraphGame
-from .shapiq_integration import TNSHAPApproximator, to_interaction_values
+from .shapiq_integration import TNSHAPApproximator, exact_interaction_values, to_interaction_values
 from .surrogate import FitConfig, FitResult, GraphTN, fit_surrogate
 
 # extra [pyg]: ``from icml26_tnshap.pyg_integration import TNSHAPExplainer`` (also reachable as
@@ -19,6 +19,7 @@ __all__ = [
     "InteractionResult",
     "MaskedGraphGame",
     "TNSHAPApproximator",
+    "exact_interaction_values",
     "fit_surrogate",
     "gauss_legendre_01",
     "interactions",

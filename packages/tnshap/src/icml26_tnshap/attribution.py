@@ -69,7 +69,22 @@ def _derivatives(tn: GraphTN, sets: np.ndarray, ts: np.ndarray) -> np.ndarray:
     # anchor terms α Π(1 − z) + β Π z: [−1, 1] at the k sites, [1 − t, t] elsewhere
     a0, a1 = (float(a) for a in tn.anchors)
     out = out + (a0 * (-1.0) ** k * (1 - ts) ** (n - k) + a1 * ts ** (n - k))[None, :]
-    return float(tn.scale) * out
+    out = float(tn.scale) * out
+    if k in (1, 2) and bool(tn.prior_coef.any()):  # pairwise prior: ∂_u = a_u + Σ_v w_uv t
+        coef = tn.prior_coef.cpu().numpy()
+        edges = tn.prior_edges.cpu().numpy().reshape(-1, 2)
+        w_e = coef[n + 1 :]  # (|E|,)
+        if k == 1:
+            a = coef[1 : n + 1].copy()[sets[:, 0]]  # (P,)
+            nb = np.zeros(n)
+            np.add.at(nb, edges[:, 0], w_e)
+            np.add.at(nb, edges[:, 1], w_e)
+            out = out + a[:, None] + nb[sets[:, 0]][:, None] * ts[None, :]
+        else:  # ∂_uv = w_uv on a graph edge, 0 otherwise
+            w_of = {(int(min(u, v)), int(max(u, v))): w for (u, v), w in zip(edges, w_e)}
+            w_t = np.array([w_of.get((int(min(u, v)), int(max(u, v))), 0.0) for u, v in sets])
+            out = out + w_t[:, None]
+    return out
 
 
 def shapley_values(tn: GraphTN, *, n_points: int | None = None) -> np.ndarray:

@@ -4,8 +4,9 @@
 approximator's own ``CoalitionSampler`` (so ``pairing_trick`` and ``sampling_weights`` act;
 default weights are size-uniform, the paper's sampler), fits a graph-aligned surrogate on them,
 then reads every interaction of orders ``min_order..max_order`` off it. ``k-SII`` is SII
-aggregated by shapiq itself (``InteractionValues(..., target_index="k-SII")``); ``estimated``
-is ``budget < 2**n``, so shapiq's plots, metrics and conversions apply.
+aggregated by shapiq itself (``InteractionValues(..., target_index="k-SII")``), with
+``estimated=True``. At ``budget >= 2**n`` no surrogate is fitted: the ``2**n`` queried values go
+to ``shapiq.ExactComputer`` and the result is exact (``estimated=False``), as shapiq promises.
 
 Conventions (checked against ``shapiq.ExactComputer`` in the tests): the empty set holds
 ``∫₀¹ ν̂(t·1) dt`` for SII, ``ν̂(½·1)`` for BII and ``ν̂(∅)`` for SV/STII; STII's orders below
@@ -27,7 +28,7 @@ from shapiq.interaction_values import InteractionValues
 from .attribution import gauss_legendre_01, interactions, moebius, shapley_values
 from .surrogate import FitConfig, FitResult, GraphTN, Structure, fit_surrogate
 
-__all__ = ["TNSHAPApproximator", "to_interaction_values"]
+__all__ = ["TNSHAPApproximator", "exact_interaction_values", "to_interaction_values"]
 
 SUPPORTED = ("SV", "SII", "STII", "BII")  # read off the surrogate directly
 APPROXIMATED = (*SUPPORTED, "k-SII")  # k-SII: SII aggregated by shapiq
@@ -172,6 +173,16 @@ class TNSHAPApproximator(Approximator):
     def approximate(
         self, budget: int, game: Callable[[np.ndarray], np.ndarray], *args: Any, **kwargs: Any
     ) -> InteractionValues:
+        """``budget < 2^n``: fit the surrogate on ``budget`` sampled coalitions and read the
+        interactions off it (``estimated=True``). ``budget >= 2^n``: query all ``2^n`` coalitions
+        once and compute the values exactly from them with ``shapiq.ExactComputer`` (no
+        surrogate; ``estimated=False``, ``estimation_budget=2^n``; :attr:`surrogate` and
+        :attr:`last_fit` are ``None``)."""
+        if self.n < 63 and budget >= 2**self.n:
+            self.last_fit, self.surrogate = None, None
+            return exact_interaction_values(
+                _NPlayers(game, self.n), self.n, self.index, self.max_order, self.min_order
+            )
         seed = int(self._rng.integers(2**31 - 1))  # fresh when random_state is None
         tn = GraphTN(
             (self.n, self.edges),
@@ -184,15 +195,51 @@ class TNSHAPApproximator(Approximator):
             tn, _NPlayers(game, self.n), budget=budget, sampler=self._sampler, config=cfg
         )
         self.surrogate = tn
-        used = self.last_fit.n_queries
         return to_interaction_values(
             tn,
             self.index,
             self.max_order,
             self.min_order,
-            estimation_budget=used,
-            estimated=not (self.n < 63 and self.last_fit.n_train >= 2**self.n),
+            estimation_budget=self.last_fit.n_queries,
+            estimated=True,
         )
+
+
+def exact_interaction_values(
+    game: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    index: str = "SII",
+    max_order: int = 2,
+    min_order: int = 0,
+    *,
+    computer: Any = None,
+) -> InteractionValues:
+    """Exact values from all ``2^n`` game values (one call of ``game`` on the full powerset):
+    ``shapiq.ExactComputer`` (sums over the powerset), restricted to orders
+    ``min_order..max_order``; ``estimated=False``, ``estimation_budget=2^n``. Pass the same
+    ``computer`` (a ``shapiq.ExactComputer`` of ``game``) to read several indices off one
+    evaluation of the powerset."""
+    from shapiq import ExactComputer
+
+    ec = ExactComputer(game, n) if computer is None else computer
+    ref = ec(index, 1 if index == "SV" else max_order)
+    lookup: dict[tuple[int, ...], int] = {}
+    values: list[float] = []
+    for s in sorted(ref.interaction_lookup, key=lambda t: (len(t), t)):
+        if min_order <= len(s) <= max_order:
+            lookup[s] = len(values)
+            values.append(float(ref[s]))
+    return InteractionValues(
+        np.asarray(values),
+        index=ref.index,
+        max_order=max_order,
+        min_order=min_order,
+        n_players=n,
+        interaction_lookup=lookup,
+        estimated=False,
+        estimation_budget=2**n,
+        baseline_value=float(ref.baseline_value),
+    )
 
 
 class _NPlayers:

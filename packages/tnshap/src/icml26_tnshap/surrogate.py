@@ -145,6 +145,16 @@ class GraphTN(nn.Module):
         self.register_buffer("scale", torch.ones((), dtype=dtype))  # σ
         self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
         self.register_buffer("anchors", torch.zeros(2, dtype=dtype))  # (α, β), see raw()
+        # (1 + n + |E|,) coefficients [c, a_u, w_uv per graph edge] of the optional pairwise
+        # prior ``c + Σ a_u z_u + Σ_{(u,v) ∈ E} w_uv z_u z_v`` (FitConfig(prior="pairwise")); zeros
+        # = no prior. Not saved in the state dict (older checkpoints load unchanged).
+        n_e = len(self.graph_edges)
+        self.register_buffer(
+            "prior_coef", torch.zeros(1 + topo.n_nodes + n_e, dtype=dtype), persistent=False
+        )
+        self.prior_edges = torch.as_tensor(
+            np.asarray(self.graph_edges, dtype=np.int64).reshape(n_e, 2)
+        )  # (|E|, 2)
 
     def check_fitted(self) -> None:
         """Raise unless the surrogate was fitted (``fit_surrogate``) or marked by hand
@@ -176,12 +186,25 @@ class GraphTN(nn.Module):
             out = out + a0 * torch.prod(1 - z, dim=1) + a1 * torch.prod(z, dim=1)
         return out
 
+    def prior(self, z: torch.Tensor) -> torch.Tensor:
+        """The pairwise prior ``c + Σ a_u z_u + Σ_{(u,v) ∈ E} w_uv z_u z_v``: ``(B, n) -> (B,)``
+        (zero unless fitted with ``FitConfig(prior="pairwise")``)."""
+        n, coef = self.n_players, self.prior_coef
+        out = coef[0] + z @ coef[1 : n + 1]
+        if len(self.prior_edges):
+            u, v = self.prior_edges[:, 0], self.prior_edges[:, 1]
+            out = out + (z[:, u] * z[:, v]) @ coef[n + 1 :]
+        return out
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """``ν̂(z) = μ + σ · raw(z)`` for ``z (B, n)`` in ``[0, 1]``."""
+        """``ν̂(z) = μ + σ · raw(z) + prior(z)`` for ``z (B, n)`` in ``[0, 1]``."""
         z = torch.as_tensor(z, dtype=self.shift.dtype)
         if z.ndim != 2 or z.shape[1] != self.n_players:
             raise ValueError(f"z must have shape (B, {self.n_players}); got {tuple(z.shape)}")
-        return self.shift + self.scale * self.raw(z)
+        out = self.shift + self.scale * self.raw(z)
+        if bool(self.prior_coef.any()):
+            out = out + self.prior(z)
+        return out
 
     @torch.no_grad()
     def value(self, coalitions: Any) -> np.ndarray:
@@ -235,6 +258,11 @@ class FitConfig:
     als_ridge: float = 1e-3  # ALS: ridge on each core solve (relative to the Gram trace)
     als_tol: float = 1e-12  # ALS: stop when the training MSE falls below this
     standardize: bool = True  # fit (y − μ)/σ and store μ, σ in the surrogate
+    # "pairwise" (our variant, not the paper's): first a least-squares fit of the bond-pairwise
+    # game c + Σ a_u z_u + Σ_{(u,v) ∈ E} w_uv z_u z_v (1 + n + |E| coefficients, min-norm), then
+    # the network on its residual; ν̂ = prior + network (a low-order prior for small budgets)
+    prior: Literal[None, "pairwise"] = None
+    prior_extreme_weight: float = 100.0  # LS weight of ∅ and N in the prior fit
     seed: int | None = 0  # sampler and minibatch order; None = fresh randomness
 
     @classmethod
@@ -297,6 +325,8 @@ def _check_config(cfg: FitConfig) -> None:
         raise ValueError(
             f"config.extreme_weight must be positive and finite; got {cfg.extreme_weight!r}"
         )
+    if cfg.prior not in (None, "pairwise"):
+        raise ValueError(f"config.prior must be None or 'pairwise'; got {cfg.prior!r}")
     if cfg.weight_decay < 0 or cfg.als_ridge < 0:
         raise ValueError("config.weight_decay and config.als_ridge must be >= 0")
 
@@ -411,11 +441,32 @@ def fit_surrogate(
             f"game returned {int((~np.isfinite(y_all)).sum())} non-finite values (NaN/inf); "
             "check the model and its inputs"
         )
+    dtype = tn.shift.dtype
+    y_game = y_all.copy()  # the game's values (y_all becomes the prior's residual below)
+    with torch.no_grad():
+        tn.prior_coef.zero_()
+        if cfg.prior == "pairwise":  # LS on [1, z_u, z_u z_v per edge]; the network fits the rest
+            zt = torch.as_tensor(z, dtype=dtype)
+            feats = torch.cat(
+                [torch.ones(len(z), 1, dtype=dtype), zt]
+                + (
+                    [zt[:, tn.prior_edges[:, 0]] * zt[:, tn.prior_edges[:, 1]]]
+                    if len(tn.prior_edges)
+                    else []
+                ),
+                dim=1,
+            ).numpy()  # (m, 1 + n + |E|)
+            ends = (sizes == 0) | (sizes == n)
+            sw = np.sqrt(np.where(ends, cfg.prior_extreme_weight, 1.0))
+            coef = np.linalg.lstsq(feats * sw[:, None], y_all[: len(z)] * sw, rcond=None)[0]
+            tn.prior_coef.copy_(torch.as_tensor(coef, dtype=dtype))
+            y_all = (
+                y_all - tn.prior(torch.as_tensor(np.concatenate([z, z_val]), dtype=dtype)).numpy()
+            )
     y, y_val = y_all[: len(z)], y_all[len(z) :]
     mu = float(y.mean()) if cfg.standardize else 0.0
     sd = float(y.std()) if cfg.standardize else 1.0
     sd = sd if sd > 1e-12 * max(1.0, abs(mu)) else 1.0
-    dtype = tn.shift.dtype
     with torch.no_grad():
         tn.anchors.zero_()
         tn.fitted.fill_(False)
@@ -451,7 +502,7 @@ def fit_surrogate(
         tr_mse = float(((tn.raw(z_tr) - y_tr) ** 2).mean()) * sd**2
         if val is not None:
             va_mse = float(((tn.raw(val[0]) - val[1]) ** 2).mean()) * sd**2
-            var = float(val[1].var(unbiased=False)) * sd**2
+            var = float(np.var(y_game[len(z) :]))
             r2 = 1.0 - va_mse / var if var > 0 else float("nan")
         else:
             va_mse = r2 = float("nan")
