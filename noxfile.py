@@ -5,6 +5,7 @@
     uvx nox -s tests -- normbt        # one member (same as: uvx nox -s "tests(normbt)")
     uvx nox -s tests -- normbt -k bt  # leading names select members; the rest goes to pytest
     uvx nox -s reproduce              # every paper's central claim at small scale -> REPRODUCTION.md
+    uvx nox -s reproduce -- --jobs 2  # two packages at a time
 
 Members are discovered from the pyproject.toml files (tools/workspace.py): no hand-kept list.
 A member's environment is ``uv sync --package icml26-<name> --all-extras --exact --locked``:
@@ -291,6 +292,7 @@ def lint(session: nox.Session) -> None:
     session.run("actionlint", "-shellcheck=", "-pyflakes=", *workflows)
     session.run("zizmor", "--offline", "--no-progress", *workflows)
     session.run("python", "tools/readme_table.py", "--check")
+    session.run("python", "tools/reproduce_table.py", "--check")
 
 
 @nox.session
@@ -345,20 +347,41 @@ def gpu(session: nox.Session, package: str) -> None:
     )
 
 
-def _reproduce_one(session: nox.Session, member: Member) -> dict:
+REPRO_TIMEOUT_S = int(os.environ.get("ICML26_REPRODUCE_TIMEOUT", "1800"))  # a hang fails
+# run by path, so it works in members that do not depend on icml26-kernels (stdlib only)
+_MACHINE = ROOT / "shared-kernels" / "src" / "icml26_kernels" / "provenance.py"
+
+
+def _run_quick(member: Member, env_dir: str) -> dict:
+    """Run one member's ``reproduce.py --quick`` in its synced env; its JSON row plus provenance.
+
+    Plain subprocesses (not ``session.run``) so that ``--jobs 2`` can run two at a time; each
+    has a time limit, and a failure carries the tail of the script's stderr.
+    """
+    import subprocess
+
+    from reproduce_table import now
+
     script = member.path / "benchmarks" / "reproduce.py"
-    if not script.is_file():
-        raise ValueError(f"{member.name}: missing {script.relative_to(ROOT)}")
-    env_dir = str(ROOT / ".nox" / "reproduce-envs" / member.name)
-    _sync(session, member, env_dir)
-    out = session.run(
-        f"{env_dir}/bin/python",
-        str(script),
-        "--quick",
-        silent=True,
-        external=True,
-    )
-    lines = [ln for ln in (out or "").splitlines() if ln.strip().startswith("{")]
+    python = f"{env_dir}/bin/python"
+    started = now()
+    try:
+        proc = subprocess.run(
+            [python, str(script), "--quick"],
+            capture_output=True,
+            text=True,
+            timeout=REPRO_TIMEOUT_S,
+            cwd=ROOT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ValueError(
+            f"{member.name}: reproduce.py --quick ran past {REPRO_TIMEOUT_S} s"
+        ) from None
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise ValueError(f"{member.name}: reproduce.py --quick exited {proc.returncode}:\n{tail}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("{")]
     if not lines:
         raise ValueError(f"{member.name}: reproduce.py printed no JSON line on stdout")
     try:
@@ -368,43 +391,77 @@ def _reproduce_one(session: nox.Session, member: Member) -> dict:
     missing = REPRO_KEYS - set(row)
     if missing:
         raise ValueError(f"{member.name}: reproduce.py JSON line lacks keys {sorted(missing)}")
+    if "machine" not in row:  # the script did not record it: the same env says what ran it
+        out = subprocess.run(
+            [python, str(_MACHINE)], capture_output=True, text=True, timeout=120, check=False
+        )
+        row["machine"] = json.loads(out.stdout) if out.returncode == 0 else "unknown"
+    row["measured"] = started
     return row
 
 
 @nox.session
 def reproduce(session: nox.Session) -> None:
-    """Every package's benchmarks/reproduce.py --quick; writes REPRODUCTION.md at the root.
+    """Every package's benchmarks/reproduce.py --quick -> its reproduce_row.json -> REPRODUCTION.md.
 
-    `nox -s reproduce -- normbt` reruns one package and keeps the other rows of the table.
+    ``nox -s reproduce -- normbt`` reruns one package (the other rows stay as committed);
+    a member whose ``--quick`` is over the 120 s budget (``[tool.icml26] quick-over-budget``,
+    the reason in its README) is skipped unless named or ``-- --all`` is given;
+    ``-- --jobs 2`` runs two packages at a time (on two cores each run then gets one; timings
+    in the rows are then of a loaded machine, the numbers themselves do not change).
+    Each run writes ``packages/<name>/benchmarks/reproduce_row.json`` (the row, the machine, the
+    time), and REPRODUCTION.md is regenerated from every committed row file
+    (``tools/reproduce_table.py --write``; ``lint`` runs ``--check``).
     """
-    chosen, _ = _split_posargs(session, PAPERS)
-    rows, errors = [], []
-    for member in MEMBERS:
-        if member.is_kernels or (chosen and member.name not in chosen):
-            continue
-        try:
-            rows.append(_reproduce_one(session, member))
-        except (ValueError, nox.command.CommandFailed) as exc:
-            errors.append(f"{member.name}: {exc}")
-            rows.append(
-                {
-                    "package": member.name,
-                    "claim": "FAILED",
-                    "paper": "",
-                    "ours": str(exc),
-                    "baseline": "",
-                    "ratio": None,
-                    "seconds": None,
-                }
-            )
-    sys.path.insert(0, str(ROOT / "tools"))
-    from reproduce_table import write_table
+    from concurrent.futures import ThreadPoolExecutor
 
-    # a subset rerun replaces only its own rows; a full run rewrites the table
-    write_table(rows, ROOT / "REPRODUCTION.md", merge=bool(chosen))
-    session.log(f"wrote {ROOT / 'REPRODUCTION.md'} ({len(rows)} packages measured)")
-    if errors:
-        session.error("reproduce failed for: " + "; ".join(errors))
+    from reproduce_table import write_row, write_table
+
+    args = list(session.posargs)
+    run_all = "--all" in args
+    args = [a for a in args if a != "--all"]
+    jobs = 1
+    if "--jobs" in args:
+        i = args.index("--jobs")
+        try:
+            jobs = int(args[i + 1])
+        except (IndexError, ValueError):
+            session.error("--jobs needs a positive integer, e.g. --jobs 2")
+        if jobs < 1:
+            session.error(f"--jobs must be >= 1; got {jobs}")
+        del args[i : i + 2]
+    unknown = [a for a in args if a not in PAPERS]
+    if unknown:
+        session.error(f"unknown package(s) {unknown}; valid names: {', '.join(PAPERS)}")
+    chosen = [m for m in MEMBERS if not m.is_kernels and (not args or m.name in args)]
+    if not args and not run_all:
+        for m in chosen:
+            if m.quick_over_budget:
+                session.log(f"{m.name}: skipped, --quick over budget ({m.quick_over_budget})")
+        chosen = [m for m in chosen if not m.quick_over_budget]
+    envs = {}
+    for member in chosen:  # syncs one after another (uv's cache lock), runs in parallel
+        if not (member.path / "benchmarks" / "reproduce.py").is_file():
+            session.error(f"{member.name}: missing benchmarks/reproduce.py")
+        envs[member.name] = str(ROOT / ".nox" / "reproduce-envs" / member.name)
+        _sync(session, member, envs[member.name])
+    errors = []
+
+    def one(member: Member) -> None:
+        try:
+            row = _run_quick(member, envs[member.name])
+        except ValueError as exc:
+            errors.append(str(exc))
+            return
+        path = write_row(ROOT, row)
+        session.log(f"{member.name}: {row['seconds']} s -> {path.relative_to(ROOT)}")
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, chosen))
+    write_table(ROOT)
+    session.log(f"wrote {ROOT / 'REPRODUCTION.md'} ({len(chosen) - len(errors)} rows measured)")
+    if errors:  # the failed packages keep their committed row files
+        session.error("reproduce failed for:\n" + "\n".join(errors))
 
 
 @nox.session

@@ -52,7 +52,7 @@ Changelog = "{repo_url}/blob/main/packages/{name}/CHANGELOG.md"
 [project.optional-dependencies]
 
 [dependency-groups]
-dev = ["pytest>=8"]
+dev = ["pytest>=8", "pytest-timeout>=2.3"]
 {sources}
 [tool.icml26]
 paper = {paper_toml}
@@ -66,6 +66,8 @@ build-backend = "hatchling.build"
 packages = ["src/{module}"]
 
 [tool.pytest.ini_options]
+# pytest-timeout: a hung test fails after 600 s instead of running to CI's limit
+timeout = 600
 addopts = "-ra --strict-markers --import-mode=importlib -m 'not slow and not gpu'"
 markers = [
   "slow: longer than a few seconds; excluded by default (run with -m slow)",

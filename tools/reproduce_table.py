@@ -1,27 +1,67 @@
 # /// script
 # requires-python = ">=3.10"
-# dependencies = ["tomli>=2; python_version < '3.11'"]
+# dependencies = []
 # ///
-"""Write REPRODUCTION.md from the JSON lines that each package's reproduce.py printed.
+"""REPRODUCTION.md, generated from each package's committed benchmark row.
 
-Used by ``nox -s reproduce``; also ``python tools/reproduce_table.py rows.jsonl [-o FILE] [--merge]``.
-With ``--merge`` (what ``nox -s reproduce -- <package> ...`` does) only the given packages'
-rows are replaced; every other row of the existing table is kept as it was, with the time it
-was measured, so a partial rerun never drops or silently re-dates another package's result.
+The source of truth is one JSON file per package, ``packages/<name>/benchmarks/reproduce_row.json``:
+the JSON line its ``benchmarks/reproduce.py --quick`` printed in the run that also wrote the
+package's detailed JSON, plus the machine it ran on and when. ``nox -s reproduce`` writes these
+files and then this table; the table is a pure function of the committed row files, so
+
+    python tools/reproduce_table.py --check   # lint: fails when any row differs from its JSON
+    python tools/reproduce_table.py --write   # after a merge: regenerate, never resolve by hand
+
+A merge conflict in REPRODUCTION.md is resolved by taking either side and running ``--write``
+(a hand merge once reverted a results row); a conflict in a row file is a conflict between two
+runs, resolved by rerunning that package (``nox -s reproduce -- <name>``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-COLUMNS = ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds", "measured (UTC)")
+ROOT = Path(__file__).resolve().parent.parent
+ROW_FILE = Path("benchmarks") / "reproduce_row.json"
+TABLE = "REPRODUCTION.md"
+COLUMNS = (
+    "package",
+    "claim",
+    "paper",
+    "ours",
+    "baseline",
+    "ratio",
+    "seconds",
+    "machine",
+    "measured (UTC)",
+)
+REQUIRED = ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
+
+
+def now() -> str:
+    return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
+
+
+def machine_label(machine: Any) -> str:
+    """Short form of ``icml26_kernels.provenance.machine_info()`` for a table cell."""
+    if machine is None:
+        return "unrecorded"
+    if isinstance(machine, str):
+        return machine
+    cpu = machine.get("cpu") or "unknown CPU"
+    cap = machine.get("cpu_capability")
+    threads = machine.get("torch_threads") or machine.get("logical_cpus")
+    extra = ", ".join(str(x) for x in (cap, f"{threads} threads" if threads else None) if x)
+    gpu = machine.get("gpu")
+    label = f"{cpu} ({extra})" if extra else cpu
+    return f"{label}, {gpu}" if gpu else label
 
 
 def _cell(value: object) -> str:
@@ -32,18 +72,18 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _now() -> str:
-    return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
-
-
-def render_row(row: dict, measured: str | None = None) -> str:
-    """One markdown table line; ``measured`` defaults to the row's own stamp, else now."""
-    stamped = {**row, "measured (UTC)": measured or row.get("measured (UTC)") or _now()}
-    return "| " + " | ".join(_cell(stamped.get(c)) for c in COLUMNS) + " |"
+def render_row(row: dict) -> str:
+    """One markdown table line of a row dict (``machine`` and ``measured`` read from the row)."""
+    cells = {
+        **row,
+        "machine": machine_label(row.get("machine")),
+        "measured (UTC)": row.get("measured") or "—",
+    }
+    return "| " + " | ".join(_cell(cells.get(c)) for c in COLUMNS) + " |"
 
 
 def parse_rows(text: str) -> dict[str, str]:
-    """package name -> its rendered table line, for every body row of an existing table."""
+    """package name -> its table line, for every body row of an existing table."""
     lines: dict[str, str] = {}
     header = "| " + " | ".join(COLUMNS) + " |"
     in_table = False
@@ -56,61 +96,126 @@ def parse_rows(text: str) -> dict[str, str]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in _CELL_SPLIT.split(line.strip())[1:-1]]
-        if len(cells) == len(COLUMNS):  # a table in an older column layout is not merged
+        if cells:
             lines[cells[0]] = line
     return lines
 
 
-def render(rows: list[dict], keep: dict[str, str] | None = None) -> str:
-    """The whole file: header, then one line per package sorted by name.
-
-    ``keep`` holds already-rendered lines (from :func:`parse_rows`) of packages not in ``rows``.
-    """
+def render(rows: list[dict]) -> str:
+    """The whole file: a fixed header, then one line per package sorted by name."""
     head = [
         "# Reproduction",
         "",
-        "Generated by `uvx nox -s reproduce` (each package's `benchmarks/reproduce.py --quick`;",
-        "`nox -s reproduce -- <package>` reruns one row and keeps the rest).",
-        f"Machine: {platform.machine()}, {platform.system()}, Python {platform.python_version()}. "
-        "Small-scale runs on CPU: the paper column is the",
-        "paper's full-scale figure, the ours column what this run measured.",
+        "Generated by `uvx nox -s reproduce` (each package's `benchmarks/reproduce.py --quick`)",
+        "from the committed `packages/<name>/benchmarks/reproduce_row.json`; do not edit by hand",
+        "(`python tools/reproduce_table.py --write` regenerates it, `--check` runs in `lint`).",
+        "Small-scale runs on CPU: the paper column is the paper's full-scale figure, the ours",
+        "column what the run measured, on the machine named in its row. Floating-point results",
+        "are identical on rerun on the same machine; another CPU (kernel level, thread count)",
+        "rounds differently and can move the last digits.",
         "",
         "| " + " | ".join(COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
-    body = {str(r["package"]): render_row(r) for r in rows}
-    for name, line in (keep or {}).items():
-        body.setdefault(name, line)
-    return "\n".join(head + [body[name] for name in sorted(body)]) + "\n"
+    body = sorted((str(r["package"]), render_row(r)) for r in rows)
+    return "\n".join(head + [line for _, line in body]) + "\n"
 
 
-def write_table(rows: list[dict], path: Path, *, merge: bool = False) -> None:
-    """Write ``rows`` to ``path``; with ``merge``, keep the other packages' existing rows."""
-    path = Path(path)
-    keep = parse_rows(path.read_text()) if merge and path.is_file() else None
-    path.write_text(render(rows, keep))
+def paper_members(root: Path) -> list[Path]:
+    """Every packages/<name> folder with a pyproject.toml (the paper members)."""
+    return sorted(p.parent for p in (root / "packages").glob("*/pyproject.toml"))
+
+
+def validate_row(row: Any, where: str) -> dict:
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: not a JSON object")
+    missing = [k for k in REQUIRED if k not in row]
+    if missing:
+        raise ValueError(f"{where}: lacks keys {missing}")
+    return row
+
+
+def load_rows(root: Path) -> tuple[list[dict], list[str]]:
+    """(rows from every member's row file, members without one)."""
+    rows, missing = [], []
+    for member in paper_members(root):
+        path = member / ROW_FILE
+        if not path.is_file():
+            missing.append(member.name)
+            continue
+        row = validate_row(json.loads(path.read_text()), str(path.relative_to(root)))
+        if row["package"] != member.name:
+            raise ValueError(f"{path.relative_to(root)}: package {row['package']!r} != folder")
+        rows.append(row)
+    return rows, missing
+
+
+def write_row(root: Path, row: dict) -> Path:
+    """Write one package's row file (sorted keys, stable for diffs)."""
+    row = validate_row(row, f"row of {row.get('package')!r}")
+    path = root / "packages" / str(row["package"]) / ROW_FILE
+    path.write_text(json.dumps(row, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_table(root: Path) -> Path:
+    rows, _ = load_rows(root)
+    path = root / TABLE
+    path.write_text(render(rows))
+    return path
+
+
+def check(root: Path) -> list[str]:
+    """Every difference between REPRODUCTION.md and the row files, one message each."""
+    rows, missing = load_rows(root)
+    problems = [f"{name}: no {ROW_FILE} (run `nox -s reproduce -- {name}`)" for name in missing]
+    path = root / TABLE
+    if not path.is_file():
+        return [*problems, f"{TABLE} is missing (run tools/reproduce_table.py --write)"]
+    text = path.read_text()
+    have = parse_rows(text)
+    want = {str(r["package"]): render_row(r) for r in rows}
+    for name in sorted(set(have) | set(want)):
+        if name not in want:
+            problems.append(f"{name}: row in {TABLE} but no row file")
+        elif name not in have:
+            problems.append(f"{name}: row file but no row in {TABLE}")
+        elif have[name] != want[name]:
+            problems.append(
+                f"{name}: {TABLE} row differs from its JSON:\n  table: {have[name]}\n  json:  {want[name]}"
+            )
+    if not problems and text != render(rows):
+        problems.append(f"{TABLE}: header or order differs from the generated table")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tools/reproduce_table.py", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("jsonl", type=Path, help="file with one JSON object per line")
-    parser.add_argument("-o", "--output", type=Path, default=Path("REPRODUCTION.md"))
-    parser.add_argument(
-        "--merge", action="store_true", help="replace only these packages' rows, keep the rest"
-    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="fail on any stale or missing row")
+    mode.add_argument("--write", action="store_true", help="regenerate REPRODUCTION.md")
+    parser.add_argument("--root", type=Path, default=ROOT)
     args = parser.parse_args(argv)
     try:
-        rows = [json.loads(ln) for ln in args.jsonl.read_text().splitlines() if ln.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: {args.jsonl}: {exc}", file=sys.stderr)
+        if args.write:
+            print(f"wrote {write_table(args.root)}")
+            return 0
+        problems = check(args.root)
+    except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    bad = [i for i, r in enumerate(rows, 1) if not isinstance(r, dict) or "package" not in r]
-    if bad:
-        print(f"error: {args.jsonl}: lines {bad} lack a 'package' key", file=sys.stderr)
-        return 2
-    write_table(rows, args.output, merge=args.merge)
+    for p in problems:
+        print(f"stale: {p}", file=sys.stderr)
+    if problems:
+        print(
+            f"{len(problems)} problem(s): REPRODUCTION.md must equal the committed row files; "
+            "run `python tools/reproduce_table.py --write` (or rerun the package)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{TABLE} matches every package's reproduce_row.json")
     return 0
 
 

@@ -8,6 +8,10 @@ Loopback stays open for gloo process groups, fake servers and the like. (Same id
 pytest-socket's ``--allow-hosts``, without adding a dependency to every member's environment.)
 
 Opt out for one run with ``ICML26_ALLOW_NETWORK=1``.
+
+It also makes the per-test timeout compulsory: a run whose configuration sets a ``timeout``
+(every member's ``[tool.pytest.ini_options] timeout = 600``) without pytest-timeout installed
+stops with a usage error, so a hang can never run to CI's limit unnoticed.
 """
 
 from __future__ import annotations
@@ -99,7 +103,23 @@ def uninstall() -> None:
     _originals.clear()
 
 
+def check_timeout_plugin(config) -> None:
+    """Usage error when ``timeout`` is configured but pytest-timeout is not installed."""
+    try:
+        configured = bool(config.getini("timeout"))
+    except ValueError:  # the ini key is unknown: pytest-timeout did not register it
+        configured = bool(config.inicfg.get("timeout")) if hasattr(config, "inicfg") else False
+    if configured and not config.pluginmanager.hasplugin("timeout"):
+        import pytest
+
+        raise pytest.UsageError(
+            "this project sets a per-test `timeout` but pytest-timeout is not installed: "
+            "add pytest-timeout to the member's dev group (a hang must fail, not run to CI's limit)"
+        )
+
+
 def pytest_configure(config) -> None:
+    check_timeout_plugin(config)
     if os.environ.get("ICML26_ALLOW_NETWORK") != "1":
         install()  # this process only: a subprocess a test starts is not patched
 

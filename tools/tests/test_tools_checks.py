@@ -38,53 +38,76 @@ def test_readme_table_needs_a_paper_title(fake_repo):
     assert readme_table.main(["--check", "--root", str(fake_repo)]) == 2
 
 
-def test_reproduce_table_renders_every_column(tmp_path):
-    import reproduce_table
-
-    rows = [
-        {
-            "package": "alpha",
-            "claim": "x|y",
-            "paper": "5%",
-            "ours": 0.51234,
-            "baseline": 0.4,
-            "ratio": 1.28,
-            "seconds": 3.0,
-        }
-    ]
-    text = reproduce_table.render(rows)
-    assert "| alpha | x\\|y | 5% | 0.5123 | 0.4 | 1.28 | 3 | " in text
-
-
-def _row(name, ours, measured=None):
+def _row(name, ours, measured="2020-01-01 00:00", machine=None):
     row = {"package": name, "claim": "c|d", "paper": "p", "ours": ours, "baseline": 1.0}
-    row.update(ratio=ours, seconds=1.0)
-    if measured:
-        row["measured (UTC)"] = measured
+    row.update(ratio=ours, seconds=1.0, measured=measured)
+    if machine is not None:
+        row["machine"] = machine
     return row
 
 
-def test_reproduce_table_merge_replaces_only_rerun_rows(tmp_path):
+def _repro_repo(tmp_path, names=("alpha", "beta")):
+    for name in names:
+        (tmp_path / "packages" / name / "benchmarks").mkdir(parents=True)
+        (tmp_path / "packages" / name / "pyproject.toml").write_text("[project]\n")
+    return tmp_path
+
+
+def test_reproduce_table_renders_every_column_and_the_machine():
     import reproduce_table
 
-    path = tmp_path / "REPRODUCTION.md"
-    old = [_row("alpha", 0.5, "2020-01-01 00:00"), _row("beta", 0.7, "2020-01-01 00:00")]
-    reproduce_table.write_table(old, path)
-    reproduce_table.write_table([_row("beta", 0.9)], path, merge=True)
-    kept = reproduce_table.parse_rows(path.read_text())
-    assert sorted(kept) == ["alpha", "beta"]
-    # alpha untouched, escaped pipe and original stamp intact; beta re-measured and re-stamped
-    assert kept["alpha"] == "| alpha | c\\|d | p | 0.5 | 1 | 0.5 | 1 | 2020-01-01 00:00 |"
-    assert "| 0.9 |" in kept["beta"] and "2020-01-01" not in kept["beta"]
-    # a full (non-merge) run drops packages it did not measure
-    reproduce_table.write_table([_row("beta", 0.9)], path)
-    assert sorted(reproduce_table.parse_rows(path.read_text())) == ["beta"]
+    machine = {"cpu": "AMD EPYC", "cpu_capability": "AVX512", "torch_threads": 2}
+    text = reproduce_table.render([_row("alpha", 0.51234, machine=machine)])
+    assert (
+        "| alpha | c\\|d | p | 0.5123 | 1 | 0.5123 | 1 | AMD EPYC (AVX512, 2 threads) | 2020-01-01 00:00 |"
+        in text
+    )
+    assert "| unrecorded |" in reproduce_table.render([_row("alpha", 0.5)])
 
 
-def test_reproduce_table_cli_rejects_rows_without_package(tmp_path):
+def test_reproduce_table_check_fails_on_a_stale_row(tmp_path):
+    """The diffusion-resampling incident: a merge reverted a row; --check must catch it."""
     import reproduce_table
 
-    rows = tmp_path / "rows.jsonl"
-    rows.write_text('{"claim": "x"}\n')
-    assert reproduce_table.main([str(rows), "-o", str(tmp_path / "R.md")]) == 2
-    assert not (tmp_path / "R.md").exists()
+    root = _repro_repo(tmp_path)
+    reproduce_table.write_row(root, _row("alpha", 0.5))
+    reproduce_table.write_row(root, _row("beta", 0.7))
+    assert reproduce_table.main(["--write", "--root", str(root)]) == 0
+    assert reproduce_table.main(["--check", "--root", str(root)]) == 0
+    table = root / "REPRODUCTION.md"
+    good = table.read_text()
+    # a hand-edited (or merge-reverted) number
+    table.write_text(good.replace("| beta | c\\|d | p | 0.7 |", "| beta | c\\|d | p | 0.9 |"))
+    assert reproduce_table.check(root) and "beta" in reproduce_table.check(root)[0]
+    assert reproduce_table.main(["--check", "--root", str(root)]) == 1
+    # a rerun's row file that was committed without regenerating the table
+    table.write_text(good)
+    reproduce_table.write_row(root, _row("alpha", 0.6))
+    assert reproduce_table.main(["--check", "--root", str(root)]) == 1
+    assert reproduce_table.main(["--write", "--root", str(root)]) == 0
+    assert reproduce_table.main(["--check", "--root", str(root)]) == 0
+
+
+def test_reproduce_table_check_needs_every_members_row(tmp_path):
+    import reproduce_table
+
+    root = _repro_repo(tmp_path)
+    reproduce_table.write_row(root, _row("alpha", 0.5))
+    reproduce_table.write_table(root)
+    problems = reproduce_table.check(root)
+    assert len(problems) == 1 and problems[0].startswith("beta: no benchmarks/reproduce_row.json")
+
+
+def test_reproduce_table_rejects_a_row_without_keys(tmp_path):
+    import reproduce_table
+
+    root = _repro_repo(tmp_path, ("alpha",))
+    (root / "packages/alpha/benchmarks/reproduce_row.json").write_text('{"package": "alpha"}')
+    assert reproduce_table.main(["--write", "--root", str(root)]) == 2
+    assert not (root / "REPRODUCTION.md").exists()
+
+
+def test_committed_reproduction_table_matches_the_row_files():
+    import reproduce_table
+
+    assert reproduce_table.check(reproduce_table.ROOT) == []

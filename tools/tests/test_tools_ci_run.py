@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 
-def run_ci(tmp_path: Path, tests_output: str, tests_rc: int, lint_rc: int = 0):
+def run_ci(tmp_path: Path, tests_output: str, tests_rc: int, lint_rc: int = 0, port_rc: int = 0):
     """Copy `.ci/run` into a scratch tree and run it with `uvx` replaced by a script."""
     (tmp_path / ".ci").mkdir()
     shutil.copy(REPO / ".ci/run", tmp_path / ".ci/run")
@@ -20,6 +20,11 @@ def run_ci(tmp_path: Path, tests_output: str, tests_rc: int, lint_rc: int = 0):
     fake = bin_dir / "uvx"
     fake.write_text(
         "#!/usr/bin/env bash\n"
+        # the portability pass (other ATen kernels, MKL AVX2, one thread) prints its own line
+        'if [[ " $* " == *" tests "* && "${ATEN_CPU_CAPABILITY:-}" == default'
+        ' && "${MKL_ENABLE_INSTRUCTIONS:-}" == AVX2 && "${OMP_NUM_THREADS:-}" == 1 ]]; then\n'
+        f"  echo '=== 1 passed in 1s (portability) ==='; exit {port_rc}\n"
+        "fi\n"
         'if [[ " $* " == *" tests "* ]]; then\n'
         f"  printf '%s\\n' {tests_output!r}; exit {tests_rc}\n"
         "fi\n"
@@ -44,15 +49,24 @@ def run_ci(tmp_path: Path, tests_output: str, tests_rc: int, lint_rc: int = 0):
             0,
             0,
             0,
-            "12 passed, 0 failed, 0 skipped",
+            "13 passed, 0 failed, 0 skipped",
         ),
-        ("=== 5 passed, 2 skipped in 1s ===", 0, 0, 0, "5 passed, 0 failed, 2 skipped"),
+        ("=== 5 passed, 2 skipped in 1s ===", 0, 0, 0, "6 passed, 0 failed, 2 skipped"),
         ("=== 4 passed, 1 failed in 1s ===", 1, 0, 1, "4 passed, 1 failed, 0 skipped"),
         # lint fails with every test passing: the run fails and says so
-        ("=== 3 passed in 1s ===", 0, 1, 1, "3 passed, 1 failed, 0 skipped"),
+        ("=== 3 passed in 1s ===", 0, 1, 1, "4 passed, 1 failed, 0 skipped"),
     ],
 )
 def test_ci_run_status_and_summary(tmp_path, output, tests_rc, lint_rc, want_rc, want_line):
     result = run_ci(tmp_path, output, tests_rc, lint_rc)
     assert result.returncode == want_rc, result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == want_line
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ci_run_fails_when_only_the_portability_pass_fails(tmp_path):
+    """A test that passes on this CPU's kernels but not on the generic ones fails CI."""
+    result = run_ci(tmp_path, "=== 5 passed in 1s ===", 0, 0, port_rc=1)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "portability pass" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "6 passed, 1 failed, 0 skipped"

@@ -110,3 +110,20 @@ def test_unlocked_test_requirements_must_be_exact_pins(fake_repo):
     )
     with pytest.raises(ValueError, match="unlocked-test-requirements must be a list of exact"):
         workspace.discover(fake_repo)
+
+
+def test_quick_over_budget_is_a_reason(fake_repo):
+    """`nox -s reproduce` skips such a member by default; the reason must be readable text."""
+    base = '[project]\nname = "icml26-gamma"\nversion = "0.1.0"\n[tool.icml26]\n'
+    write(fake_repo / "packages/gamma/pyproject.toml", base + 'quick-over-budget = "187 s"\n')
+    assert workspace.get("gamma", fake_repo).quick_over_budget == "187 s"
+    assert workspace.get("alpha", fake_repo).quick_over_budget == ""
+    write(fake_repo / "packages/gamma/pyproject.toml", base + "quick-over-budget = true\n")
+    with pytest.raises(ValueError, match="quick-over-budget must be a string"):
+        workspace.discover(fake_repo)
+
+
+def test_over_budget_members_of_this_repository_say_why_in_their_readme():
+    for m in workspace.discover(workspace.ROOT):
+        if m.quick_over_budget:
+            assert "quick-over-budget" in (m.path / "README.md").read_text(), m.name

@@ -62,6 +62,7 @@ from icml26_cka_upcycling import (
     find_moe_layers,
     upcycle_ffn,
 )
+from icml26_kernels.provenance import machine_info
 from sklearn.datasets import load_digits
 from torch import nn
 
@@ -404,6 +405,7 @@ def main() -> None:
         "torch": torch.__version__, "machine": f"{os.cpu_count()} CPUs, {a.workers} workers, load {load0}",
     }  # fmt: skip
     out = Path(a.out) if a.out else HERE / ("reproduce_quick.json" if a.quick else "reproduce.json")
+    full["machine"] = machine_info()  # CPU, kernel level, threads, versions
     out.write_text(json.dumps(full, indent=1) + "\n")
     print(json.dumps(line))
 

@@ -18,14 +18,27 @@ def _x(n=40, d=8, seed=1):
     return torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=D)
 
 
+def _portable_atol(ref: torch.Tensor, n: int) -> float:
+    """The tolerance between two *different* kernels computing the same fp64 function.
+
+    The upcycled MoE runs a grouped MLP, the dense FFN ``nn.Linear``: the same maths through
+    different BLAS kernels, whose rounding differs between CPUs (AVX-512 vs AVX2 vs default),
+    so a bit-exact check passes on one machine and fails on another. ``n`` is the length of
+    the longest reduction (the FFN's hidden width): 8 eps sqrt(n) max|ref|.
+    """
+    return 8 * torch.finfo(ref.dtype).eps * n**0.5 * float(ref.abs().max())
+
+
 def _dense(x, W1, W2):
     return F.gelu(x @ W1) @ W2
 
 
-def test_upcycle_ffn_zero_router_is_bit_exact_in_fp64():
+def test_upcycle_ffn_zero_router_preserves_the_function_in_fp64():
     ffn, x = _ffn(), _x()
     moe = upcycle_ffn(ffn, 4, top_k=2, router_init="zero", backend="torch")
-    assert torch.equal(moe(x), ffn(x))  # gates exactly 1/2, two equal experts
+    y = ffn(x)
+    # gates exactly 1/2, two equal experts; grouped MLP vs nn.Linear: rounding, not bits
+    torch.testing.assert_close(moe(x), y, rtol=0, atol=_portable_atol(y, 16))
 
 
 @pytest.mark.parametrize("router_init", ["orthogonal", "normal"])
@@ -36,7 +49,7 @@ def test_upcycle_ffn_preserves_function_for_any_router(router_init, top_k):
         ffn, 4, top_k=top_k, router_init=router_init, generator=torch.Generator().manual_seed(0)
     )
     y = ffn(x)
-    assert (moe(x) - y).abs().max() <= 1e-14 * y.abs().max()
+    assert (moe(x) - y).abs().max() <= _portable_atol(y, 16)
     assert (
         moe.router.T @ moe.router
     ).diag().std() < 1e-12 or router_init == "normal"  # orthogonal columns

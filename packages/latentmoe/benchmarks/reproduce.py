@@ -40,6 +40,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 import torch.multiprocessing as mp
 from icml26_kernels.moe import topk_router
+from icml26_kernels.provenance import machine_info
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
@@ -368,6 +369,7 @@ def main() -> None:
         quick=args.quick, config=cfg, seconds=seconds, arms=res_arms, paired=pairs, comm=comm
     )
     out = HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
+    full["machine"] = machine_info()  # CPU, kernel level, threads, versions
     out.write_text(json.dumps(full, indent=1) + "\n")
     for name, p in pairs.items():
         log(f"{name}: {p['mean']:+.2f}% ± {p['ci95']:.2f}%")

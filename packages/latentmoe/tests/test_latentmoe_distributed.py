@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # the spawned ranks import the w
 import latentmoe_dist_worker
 
 TIMEOUT_S = 240
+# pytest-timeout as a second guard: the join loop below kills the ranks at TIMEOUT_S
+pytestmark = pytest.mark.timeout(TIMEOUT_S + 60)
 
 
 def _free_port() -> int:

@@ -2,13 +2,16 @@
 
 Floating-point results of a benchmark depend on the machine: another CPU (AVX2 against
 AVX-512), another BLAS kernel or another thread count rounds differently, and a long training
-run amplifies the last bit. "Reruns are identical" therefore holds on one machine; every
-benchmark JSON in this repository records that machine with :func:`machine_info`::
+run amplifies the last bit. "Reruns are identical" therefore holds on one machine, and every
+benchmark row records that machine: ``nox -s reproduce`` runs this file in the member's own
+environment and stores its output in ``benchmarks/reproduce_row.json``. Members that depend on
+icml26-kernels also put it into their detailed JSON::
 
     from icml26_kernels.provenance import machine_info
     result["machine"] = machine_info()
 
-Nothing here imports torch or jax unless they are already installed; versions are read from
+Standard library only (runnable as a script: `python provenance.py` prints the JSON); torch is
+imported only when installed, for its kernel level and threads; versions are read from
 the installed distributions' metadata.
 """
 
@@ -86,3 +89,9 @@ def machine_info() -> dict[str, Any]:
             pass
     info["versions"] = {d: v for d in _LIBRARIES if (v := _version(d)) is not None}
     return info
+
+
+if __name__ == "__main__":  # standard library only: nox runs this file in any member's env
+    import json
+
+    print(json.dumps(machine_info()))
