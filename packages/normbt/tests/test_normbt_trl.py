@@ -250,7 +250,9 @@ def test_logged_mean_distance_is_the_m_each_step_used(tmp_path, char_tokenizer, 
     tol = fp_tol(want, batch["input_ids"].numel() * h.shape[-1])
     for got in logged:
         torch.testing.assert_close(torch.tensor(got), want, **tol)
-    assert float(tr.normbt_state.mean_distance) != logged[1]  # m_2 (folded after step 2) is not logged
+    assert (
+        float(tr.normbt_state.mean_distance) != logged[1]
+    )  # m_2 (folded after step 2) is not logged
 
 
 def test_logged_mean_distance_is_the_fixed_m(tmp_path, char_tokenizer, tiny_llama):
