@@ -1,6 +1,7 @@
 import icml26_bilateral_trade as bt
 import numpy as np
 import pytest
+from scipy.optimize import linprog
 
 Z = 5.0  # per-check false-failure probability < 6e-7
 
@@ -24,6 +25,11 @@ def _same(a, b):
         (lambda: bt.GBBTrader(K=4, N=30, guard=False), bt.IndependentUniform(), 4000),
         (lambda: bt.GBBTrader(beta="paper"), bt.separated_markets(), 4096),  # stops in phase 2
         (lambda: bt.GBBTrader(phase1="exp3"), bt.separated_markets(), 5000),  # the paper's EXP3
+        (
+            lambda: bt.GBBTrader(K=5, N=30, beta="paper", phase1="exp3", guard=False),
+            bt.separated_markets(),
+            7500,
+        ),  # the paper's configuration through all three phases
         (lambda: bt.GBBTrader(), bt.correlated_four_rectangles(), 1500),  # phase 1 only
         (lambda: bt.FixedPriceWBB(), bt.separated_markets(), 3000),
         (lambda: bt.FixedPriceWBB(K=3, N=200), bt.IndependentUniform(), 700),  # ends exploring
@@ -60,6 +66,30 @@ def test_exp3_phase_one_learns_the_most_profitable_arm():
     late = slice(e1 // 2, e1)  # second half of phase 1 beats uniform play (1.66x measured)
     assert tr.profit[late].mean() > 1.3 * uniform_rate
     assert np.all(spread > 0)
+
+
+def test_exp3_sampler_draws_its_stated_law_before_and_after_a_rebuild():
+    from icml26_bilateral_trade.learners import _Exp3
+
+    M, gamma = 7, 0.2
+    ex = _Exp3(M, gamma)
+    rng = np.random.default_rng(0)
+    coins = (np.arange(100_000) + 0.5) / 100_000  # a uniform grid of coins: frequencies = law
+    for step in range(2):
+        for k, r in zip(rng.integers(M, size=30), rng.random(30)):
+            ex.update(int(k), float(r), 0.3)
+        if step == 1:  # gamma r / (prob M) = 286 per update: the tree is rebuilt (shifted)
+            for _ in range(3):
+                ex.update(2, 1.0, 1e-4)
+            assert ex.shift > 0
+        lw = np.array(ex.logw)
+        w = np.exp(lw - lw.max())
+        law = (1 - gamma) * w / w.sum() + gamma / M  # EXP3: (1 - gamma) w / sum w + gamma / M
+        draws = [ex.draw(float(c)) for c in coins]
+        freq = np.bincount([k for k, _ in draws], minlength=M) / coins.size
+        np.testing.assert_allclose(freq, law, atol=2 * M / coins.size)
+        for k, prob in draws[::997]:
+            assert prob == pytest.approx(law[k], rel=1e-12)
 
 
 def test_sharp_beta_is_the_exact_worst_case_of_exploration():
@@ -124,6 +154,93 @@ def test_wbb_learner_balances_every_round_and_finds_best_price():
     assert pol.choice == int(np.argmax(est))
 
 
+def _gft_diagonal_independent(g, a, c):
+    """GFT(p, p) for s ~ U[0, a], b ~ U[c, 1] independent, written out (not the package's code):
+    P(s <= p) E[b 1{b >= p}] - E[s 1{s <= p}] P(b >= p)."""
+    fs, es = np.clip(g / a, 0, 1), np.minimum(g, a) ** 2 / (2 * a)
+    qb = np.clip(g, c, 1)
+    return fs * (1 - qb**2) / (2 * (1 - c)) - es * (1 - qb) / (1 - c)
+
+
+@pytest.mark.parametrize(
+    "a, c, K, N",
+    [
+        # s, b ~ U[0, 1]: GFT(p, p) = p (1 - p) / 2 peaks at 1/2 (gap to the next grid price 0.031);
+        # the seller side L(p, p) = p^2 (1 - p) / 2 alone peaks at 3/4, the buyer side at 1/4
+        (1.0, 0.0, 5, 20_000),
+        # s ~ U[0, 0.6], b ~ U[0.3, 1]: peak 0.2976 at 1/2, next 0.2790 at 3/8; L alone -> 5/8,
+        # R alone -> 3/8
+        (0.6, 0.3, 9, 40_000),
+    ],
+)
+def test_wbb_commits_to_the_argmax_of_exact_gft_on_its_grid(a, c, K, N):
+    # N large enough that 6 standard errors of GFT^(p*) - GFT^(p) sit inside the gap: the
+    # committed price is the exact argmax, and a learner that commits on one side's estimate
+    # (L^ or R^ alone) or on a mis-weighted sum picks another price
+    env = bt.RectangleMixture(((0.0, a, c, 1.0),), (1.0,))
+    g = np.linspace(0.0, 1.0, K)
+    exact = _gft_diagonal_independent(g, a, c)
+    best = int(np.argmax(exact))
+    gap = exact[best] - np.sort(exact)[-2]
+    assert 6 * np.sqrt(2 * 0.625 / (4 * N)) < gap  # the test can resolve the gap
+    for seed in (0, 1):
+        pol = bt.FixedPriceWBB(K=K, N=N)
+        tr = bt.simulate(pol, env, 2 * K * N + 10, seed)
+        assert pol.choice == best, (seed, pol.choice, best)
+        assert np.all(tr.p[2 * K * N :] == g[best]) and np.all(tr.q[2 * K * N :] == g[best])
+
+
+def _phase_three_state(env, K, T, t, n_cell):
+    """A GBBTrader put in phase 3 at round t with exact L, R (N = 4000 lines) and n_cell plays
+    of every cell whose empirical trade rate is the exact P(trade)."""
+    pol = bt.GBBTrader(K=K, N=4000)
+    pol.reset(T, np.random.default_rng(0))
+    g = pol.grid
+    _, pro, left, right = env.expectations(g[:, None], g[None, :])
+    sp = g[None, :] - g[:, None]
+    ptrade = np.where(sp != 0, pro / np.where(sp != 0, sp, 1), 0.5)
+    pol.L_cnt[:] = np.round(left * pol.n_).astype(np.int64)
+    pol.R_cnt[:] = np.round(right * pol.n_).astype(np.int64)
+    pol.c_n[:] = n_cell
+    pol.c_tr[:] = np.round(ptrade * n_cell).astype(np.int64)
+    pol.phase, pol.t, pol.e = 3, t, 2 * K * pol.n_
+    return pol, sp
+
+
+def test_guard_pacing_lets_phase_three_spend_a_positive_bank():
+    # guard=True constrains the pessimistic profit to E_gamma[PRO-] >= -bank / (T - t). With an
+    # empty bank the solution earns >= 0 pessimistically; with bank = 0.05 (T - t) the constraint
+    # binds at exactly -0.05 (separated markets: the unconstrained best pair loses ~0.2/round)
+    env = bt.separated_markets()
+    K, T, t, n_cell = 9, 2_000_000, 1_000_000, 200_000
+    pol, sp = _phase_three_state(env, K, T, t, n_cell)
+    rad = np.abs(sp) * np.sqrt(pol.log3 / (2 * n_cell))
+    lcb = np.maximum(sp * pol.c_tr / n_cell - rad, np.minimum(sp, 0)).ravel()  # PRO-, (K*K,)
+    plans = {}
+    for bank in (0.0, 0.05 * (T - t)):
+        pol.bank = bank
+        pol._solve_epoch()
+        plans[bank] = (pol._sup.copy(), pol._w.copy())
+    (s0, w0), (s1, w1) = plans.values()
+    assert w0 @ lcb[s0] >= -1e-12
+    assert w1 @ lcb[s1] == pytest.approx(-0.05, abs=1e-9)  # pacing: spends the bank evenly
+    assert not (np.array_equal(s0, s1) and np.allclose(w0, w1))
+    # and it is the optimum of the paced LP (HiGHS, not the package's two-support solver)
+    lhat, rhat = pol.estimates()
+    ucb = np.minimum(sp * pol.c_tr / n_cell + rad, np.maximum(sp, 0))
+    u = (lhat + rhat + ucb).ravel()
+    res = linprog(
+        -u,
+        A_ub=-(lcb + 0.05)[None, :],
+        b_ub=[0.0],
+        A_eq=np.ones((1, u.size)),
+        b_eq=[1.0],
+        bounds=(0, None),
+        method="highs",
+    )
+    assert w1 @ u[s1] == pytest.approx(-res.fun, rel=1e-9)
+
+
 def test_gbb_beats_wbb_where_the_benchmarks_differ():
     env = bt.separated_markets()
     T = 2**18
@@ -144,6 +261,17 @@ def test_bad_input():
         bt.GBBTrader(phase1="thompson")
     with pytest.raises(ValueError, match="beta:"):
         bt.GBBTrader(beta="huge")
+    # rate constants: K = ceil(c_K T^{1/4}) and N = ceil(c_N T^{1/2}) would be clamped silently
+    for cls in (bt.GBBTrader, bt.FixedPriceWBB):
+        for bad in (0, -1, 0.0, float("nan"), float("inf"), "2"):
+            with pytest.raises(ValueError, match="c_K:"):
+                cls(c_K=bad)
+            with pytest.raises(ValueError, match="c_N:"):
+                cls(c_N=bad)
+        with pytest.raises(ValueError, match="K:"):
+            cls(K=1)
+        with pytest.raises(ValueError, match="N:"):
+            cls(N=0)
     pol = bt.GBBTrader()
     pol.reset(3, np.random.default_rng(0))
     for _ in range(3):

@@ -135,6 +135,18 @@ def test_reservoir_keeps_every_item_with_equal_probability():
     assert x.shape == (4,) and torch.equal(y, 2 * x)
 
 
+def test_reservoir_keeps_the_next_item_with_probability_capacity_over_seen():
+    """Algorithm R: item t (1-based) replaces a slot w.p. capacity/t. With capacity 1 the second
+    item is kept half of the time (an off-by-one, randrange(seen), would keep it always)."""
+    runs = 4000
+    kept = 0
+    for seed in range(runs):
+        buf = ReservoirBuffer(1, seed=seed)
+        buf.add(torch.tensor([0, 1]))
+        kept += int(buf.items[0][0]) == 1
+    assert abs(kept / runs - 0.5) < 4 * (0.25 / runs) ** 0.5  # 4 sigma
+
+
 # ----------------------------------------------------------------------------- upcycler
 def _moe(d, S=3):
     ffn = nn.Sequential(nn.Linear(d, 8, bias=False, dtype=D), nn.GELU(), nn.Linear(8, d, dtype=D))
@@ -201,6 +213,32 @@ def test_cka_regularizer_is_zero_drift_at_the_start_of_a_task():
     with torch.no_grad():
         model[0].weight.add_(torch.randn_like(model[0].weight))
     assert up.regularizer(replay).item() > 1e-3
+
+
+def test_cka_regularizer_gradient_reaches_the_model():
+    """The drift term trains the student: its gradient equals the finite difference of its value.
+
+    (A regulariser whose student features are detached has the same value and a zero gradient.)
+    """
+    model = _net()
+    up = BilevelUpcycler(model, _loss, cka_layers=["1", "3"], lambda_replay=0.0, lambda_cka=1.0)
+    up.snapshot_teacher()
+    replay = _batch(1)
+    w = model[0].weight
+    with torch.no_grad():
+        w.add_(0.3 * torch.randn(w.shape, generator=torch.Generator().manual_seed(2), dtype=D))
+    (g,) = torch.autograd.grad(up.regularizer(replay), w)
+    v = torch.randn(w.shape, generator=torch.Generator().manual_seed(3), dtype=D)
+    eps = 1e-6
+    with torch.no_grad():
+        w.add_(eps * v)
+        plus = up.regularizer(replay).item()
+        w.sub_(2 * eps * v)
+        minus = up.regularizer(replay).item()
+        w.add_(eps * v)
+    fd = (plus - minus) / (2 * eps)
+    assert abs(fd) > 1e-6  # the drift moves with the student's weights
+    assert (g * v).sum().item() == pytest.approx(fd, rel=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["first_order", "finite_difference"])

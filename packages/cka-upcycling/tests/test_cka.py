@@ -179,3 +179,28 @@ def test_bad_input_is_rejected_with_the_argument_named():
     loss = cka_loss(const, Y)  # the training loss never NaNs, nor its gradient
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(const.grad).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_features_do_not_overflow(dtype):
+    """LLM-scale activations (scale 10, n = 512) in fp16: ‖XᵀX‖² overflows without an upcast."""
+    g = torch.Generator().manual_seed(0)
+    X = 10 * torch.randn(512, 16, generator=g)
+    Y = X + 5 * torch.randn(512, 16, generator=g)
+    ref = linear_cka(X.double(), Y.double()).item()
+    half = linear_cka(X.to(dtype), Y.to(dtype))
+    assert torch.isfinite(half) and half.dtype == torch.float32
+    # the inputs were rounded to `dtype`: agreement to a few of its epsilons
+    assert half.item() == pytest.approx(ref, rel=16 * torch.finfo(dtype).eps)
+    loss = cka_loss(X.to(dtype), Y.to(dtype))
+    assert torch.isfinite(loss) and loss.item() == pytest.approx(1 - ref, rel=1e-1, abs=0.05)
+
+
+def test_nan_features_are_named():
+    X = torch.randn(8, 3, dtype=torch.float64)
+    Y = X.clone()
+    Y[2, 1] = float("nan")
+    with pytest.raises(ValueError, match="Y contains NaN"):
+        linear_cka(X, Y)
+    with pytest.raises(ValueError, match="Y contains NaN"):
+        cka_loss(X, Y)

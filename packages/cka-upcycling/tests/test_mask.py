@@ -44,6 +44,22 @@ def test_fixed_noise_reproduces_a_draw_and_temperature_does_not_move_the_argmax(
     assert torch.equal(hot(g), mask(g))
 
 
+@pytest.mark.parametrize("tau", [0.25, 1.0, 4.0])
+def test_soft_value_and_straight_through_gradient_follow_the_temperature(tau):
+    """y = softmax((α + g)/τ); the straight-through gradient of y_grow wrt α_grow is y(1-y)/τ."""
+    mask = GumbelMask(4, tau=tau)
+    with torch.no_grad():
+        mask.logits[:, 1] = torch.tensor([-1.0, 0.0, 0.5, 2.0])
+    g = mask.sample_noise(torch.Generator().manual_seed(4))
+    a = mask.logits.detach()
+    z = (a[:, 1] + g[:, 1] - a[:, 0] - g[:, 0]) / tau
+    y = 1 / (1 + torch.exp(-z))  # two-class softmax, computed here, not by the package
+    torch.testing.assert_close(mask(g, hard=False), y, rtol=1e-6, atol=0)
+    mask(g).sum().backward()  # hard sample: exact one-hot value, soft gradient
+    torch.testing.assert_close(mask.logits.grad[:, 1], y * (1 - y) / tau, rtol=1e-5, atol=0)
+    torch.testing.assert_close(mask.logits.grad[:, 0], -y * (1 - y) / tau, rtol=1e-5, atol=0)
+
+
 def test_schedules():
     for make in (linear_tau, exponential_tau, cosine_tau):
         f = make(2.0, 0.1, 100)

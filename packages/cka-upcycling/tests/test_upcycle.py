@@ -26,7 +26,7 @@ def _portable_atol(ref: torch.Tensor, n: int) -> float:
     so a bit-exact check passes on one machine and fails on another. ``n`` is the length of
     the longest reduction (the FFN's hidden width): 8 eps sqrt(n) max|ref|.
     """
-    return 8 * torch.finfo(ref.dtype).eps * n**0.5 * float(ref.abs().max())
+    return 8 * torch.finfo(ref.dtype).eps * n**0.5 * float(ref.detach().abs().max())
 
 
 def _dense(x, W1, W2):

@@ -110,3 +110,51 @@ def test_bad_input_is_rejected_with_the_argument_named():
         Denoiser(whiten="full")
     with pytest.raises(ValueError, match="k=99 exceeds"):
         DRA(k=99).fit(h, t)
+
+
+def test_shrinkage_whitener_inverts_the_shrunk_covariance():
+    """W = S^{-1/2} with S = (1 - a) C + a (tr C / d) I, for the configured a (not 0)."""
+    h = np.random.default_rng(5).normal(size=(40, 4)) @ np.diag([3.0, 1.0, 0.5, 0.1])
+    for a in (0.1, 0.5):
+        den = Denoiser(whiten="shrinkage", shrinkage=a).fit(h)
+        x = h - h.mean(0)
+        c = x.T @ x / len(h)
+        s = (1 - a) * c + a * np.trace(c) / 4 * np.eye(4)
+        w = den.whitener_
+        np.testing.assert_allclose(w, w.T, atol=1e-12)
+        np.testing.assert_allclose(w @ s @ w, np.eye(4), atol=1e-9)
+        np.testing.assert_allclose(den.transform(h), x @ w, rtol=1e-12, atol=1e-12)
+
+
+def test_max_aggregation_is_the_best_target_cosine():
+    h, t = _data(n=30, d=5, m=4)
+    scores = DRA(center=False, whiten="none", k="all", agg="max").fit(h, t).score()
+    cos = (h / np.linalg.norm(h, axis=1, keepdims=True)) @ (
+        t / np.linalg.norm(t, axis=1, keepdims=True)
+    ).T  # (N, M), computed here
+    np.testing.assert_allclose(scores, cos.max(axis=1), rtol=1e-12)
+    mean = DRA(center=False, whiten="none", k="all", agg="mean").fit(h, t).score()
+    np.testing.assert_allclose(mean, cos.mean(axis=1), rtol=1e-12)
+    assert not np.allclose(scores, mean)
+
+
+@pytest.mark.parametrize("whiten", ["diag", "shrinkage", "none"])
+def test_huge_representations_do_not_overflow(whiten):
+    """Scores are scale invariant: 1e200-scale states (x² overflows) give the same scores."""
+    h, t = _data(n=60, d=6)
+    a = DRA(whiten=whiten, k="all").fit(h, t).score()
+    b = DRA(whiten=whiten, k="all").fit(h * 1e200, t * 1e200).score()
+    assert np.all(np.isfinite(b)) and np.abs(b).max() > 0
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_degenerate_pools_are_refused():
+    h, t = _data(n=10, d=4)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        Denoiser().fit(h[:1])
+    with pytest.raises(ValueError, match="constant"):
+        DRA(k="all").fit(np.tile(h[:1], (10, 1)), t)
+    with pytest.raises(ValueError, match="scores has NaN"):
+        from icml26_dra import filter_top
+
+        filter_top(list(range(3)), np.array([0.1, np.nan, 0.3]), 1)

@@ -120,7 +120,10 @@ def test_graph_no_d2_linear_layer_fits_is_fit_by_mos():
         model, acc_mos, loss_mos = fit(4, seed)
         if acc_mos == 1.0:
             break
-    assert acc_mos == 1.0 and loss_mos < optimum + 0.02
+    # the same margin that separates the linear layer (> optimum + 0.05): the final loss of
+    # a non-convex fit moves with the CPU's rounding (0.631 here, 0.641 with ATen's generic
+    # kernels), the exact fit (accuracy 1) does not
+    assert acc_mos == 1.0 and loss_mos < optimum + 0.05
     # the trained MoS log-probability matrix exceeds the linear cap d + 1 = 3
     with torch.no_grad():
         assert numerical_rank(model(torch.arange(q)), 1e-4) == 4

@@ -50,6 +50,41 @@ def bench_router(G, N, D, E, k):
     return out
 
 
+def check_mlp(perm, xp, w1, w2, dtype) -> dict:
+    """Correctness before timing: Triton in ``dtype`` against the fp32 reference on the same
+    ``dtype``-rounded tokens, weights and output gradient.
+
+    Error budget, relative to max|reference|: operands and h = gelu(x W1) are rounded to
+    ``dtype`` (a few eps_dtype; bf16 eps = 2^-8) and every dot accumulates in fp32 over at most
+    n terms (8 eps_fp32 sqrt(n)). An fp16/bf16 accumulator, a wrong tile or a wrong expert
+    stride is far above 8 eps_dtype + 8 eps_fp32 sqrt(n). Raises, so the benchmark fails.
+    """
+    eps = torch.finfo(dtype).eps
+    n = max(xp.shape[1], w1.shape[2], w2.shape[2], int(perm.offsets.diff().max()))
+    tol = 8 * eps + 8 * torch.finfo(torch.float32).eps * n**0.5
+    a = xp.detach().clone().requires_grad_()
+    b, c = w1.detach().clone().requires_grad_(), w2.detach().clone().requires_grad_()
+    y = grouped_mlp(a, b, c, perm, backend="triton")
+    gen = torch.Generator("cuda").manual_seed(0)
+    dy = torch.randn(y.shape, device="cuda", generator=gen).to(dtype).float()
+    (y.float() * dy).sum().backward()
+    r = [t.detach().to(dtype).float().requires_grad_() for t in (xp, w1, w2)]
+    y32 = grouped_mlp(*r, perm, backend="torch")
+    (y32 * dy).sum().backward()
+    errs = {}
+    for name, got, want in (
+        ("y", y, y32),
+        ("dx", a.grad, r[0].grad),
+        ("dw1", b.grad, r[1].grad),
+        ("dw2", c.grad, r[2].grad),
+    ):
+        errs[name] = float((got.float() - want).abs().max() / want.abs().max().clamp_min(1e-30))
+    bad = {k: e for k, e in errs.items() if not e <= tol}
+    if bad:
+        raise AssertionError(f"grouped_mlp {dtype}: relative max error {bad} > {tol:.2e}")
+    return errs | {"tolerance": tol}
+
+
 def bench_mlp(N, D, E, k, M, DO, dtype):
     """Grouped expert MLP, tokens in ``dtype`` with fp32 master weights (the official setup)."""
     idx = torch.stack([torch.randperm(E, device="cuda")[:k] for _ in range(N)])
@@ -57,7 +92,7 @@ def bench_mlp(N, D, E, k, M, DO, dtype):
     xp = torch.randn(perm.num_rows, D, device="cuda", dtype=dtype, requires_grad=True)
     w1 = (torch.randn(E, D, M, device="cuda") * 0.02).requires_grad_()
     w2 = (torch.randn(E, M, DO, device="cuda") * 0.02).requires_grad_()
-    out = {}
+    out = {"rel_err": check_mlp(perm, xp, w1, w2, dtype)}
     for be in ("triton", "torch"):
         # the torch peer: a per-expert loop of cuBLAS GEMMs on the same dtype
         cast = (lambda t: t.to(dtype)) if be == "torch" else (lambda t: t)
@@ -107,6 +142,7 @@ def main() -> None:
         sp = r["torch"][0] / r["triton"][0]
         tflops = flops / r["triton"][0] / 1e9
         rows.append({"kernel": "grouped_mlp", "shape": [N, D, E, k, M, DO], "dtype": str(dt),
+                     "rel_err_vs_fp32": r["rel_err"],
                      "fwd_speedup": sp, "fwd_bwd_speedup": r["torch"][1] / r["triton"][1],
                      "triton_fwd_tflops": tflops})  # fmt: skip
         log(f"| grouped_mlp {dt} | N={N} D={D} E={E} k={k} M={M} D_out={DO} | {r['triton'][0]:.3f} | "

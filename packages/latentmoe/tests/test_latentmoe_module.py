@@ -1,3 +1,5 @@
+import math
+
 import icml26_latentmoe as L
 import pytest
 import torch
@@ -202,6 +204,31 @@ def test_router_init_std_sets_only_the_router_scale():
     assert abs(b.router.std().item() - 0.25) < 2e-2
     torch.testing.assert_close(b.router, a.router * (0.25 / 0.02))  # same draw, rescaled
     torch.testing.assert_close(a.w1, b.w1)
+
+
+@pytest.mark.parametrize("num_layers", [1, 8])
+def test_init_scales_follow_the_official_code(num_layers):
+    """W_in, routers, W1, W2 ~ N(0, 0.02²); W_out ~ N(0, (0.02/√(2L))²) (GPT-2's residual rule).
+
+    The sample std of n Gaussian draws has relative SE 1/√(2n): 6 SE bands.
+    """
+    torch.manual_seed(0)
+    m = L.MultiHeadLatentMoE(256, 8, 32, 64, 2, 8, num_layers=num_layers, backend="torch")
+    for name, want in (
+        ("w_in", 0.02),
+        ("router", 0.02),
+        ("w1", 0.02),
+        ("w2", 0.02),
+        ("w_out", 0.02 / math.sqrt(2 * num_layers)),
+    ):
+        p = getattr(m, name)
+        assert abs(p.std().item() / want - 1) < 6 / math.sqrt(2 * p.numel()), name
+        assert abs(p.mean().item()) < 6 * want / math.sqrt(p.numel()), name
+    torch.manual_seed(0)
+    moe = L.MoE(256, 8, 2, 64, num_layers=num_layers, backend="torch")
+    want = 0.02 / math.sqrt(2 * num_layers)  # the baseline's W2 is its output projection
+    assert abs(moe.w2.std().item() / want - 1) < 6 / math.sqrt(2 * moe.w2.numel())
+    assert abs(moe.w1.std().item() / 0.02 - 1) < 6 / math.sqrt(2 * moe.w1.numel())
 
 
 @pytest.mark.parametrize("reentrant", [False, True])

@@ -168,3 +168,17 @@ def test_dapo_filter_and_overlong_penalty():
     torch.testing.assert_close(pen, torch.tensor([0.0, 0.0, -0.3, -0.6]))
     with pytest.raises(ValueError, match="buffer_length"):
         overlong_penalty(torch.tensor([1]), 10, buffer_length=20)
+
+
+def test_retirement_rate_without_any_teacher_is_one():
+    """No group has a teacher: no candidate, rate 1.0 (the official metric), nothing replaced."""
+    res = inject_teacher(torch.zeros(6), [None, None, None], 2, seed=0)
+    assert res.candidates == 0 and res.replaced == 0 and res.retired == 0
+    assert res.retirement_rate == 1.0
+    assert not res.teacher_rows.any() and res.rows == [-1, -1, -1]
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf")])
+def test_infinite_teacher_reward_is_refused(bad):
+    with pytest.raises(ValueError, match="teacher_rewards"):
+        inject_teacher(torch.zeros(4), [bad, 1.0], 2, seed=0)

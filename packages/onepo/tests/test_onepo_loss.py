@@ -276,3 +276,21 @@ def test_dual_clip_bounds_negative_advantage_loss():
     loss, g = _grad(old, new, [-1.0, -1.0], [0, 0])
     assert loss.item() == pytest.approx((C + 5.0) / 2, rel=1e-12)
     assert g[0].item() == 0.0 and g[1].item() == pytest.approx(5.0 / 2, rel=1e-12)
+
+
+def test_logits_instead_of_log_probs_are_refused():
+    old, new, adv, resp, teacher = _random_batch(0)
+    with pytest.raises(ValueError, match="`logp` must hold log-probabilities"):
+        onepo_policy_loss(old, new + 5.0, adv, resp, teacher)
+    with pytest.raises(ValueError, match="`old_logp` must hold log-probabilities"):
+        onepo_policy_loss(old.abs() + 0.1, new, adv, resp, teacher)
+    # a rounding hair above 0 (below LOGP_SLACK = 1e-6) is accepted
+    hair = old.clone()
+    hair[0, 0] = 5e-7  # resp[0, 0] is always a response token
+    onepo_policy_loss(hair, new, adv, resp, teacher)
+
+
+def test_integer_old_logp_is_refused():
+    old, new, adv, resp, teacher = _random_batch(0)
+    with pytest.raises(ValueError, match="`old_logp` must be a floating tensor"):
+        onepo_policy_loss(old.long(), new, adv, resp, teacher)

@@ -185,6 +185,24 @@ def test_teacher_injected_through_rollout_hook(tmp_path, char_tokenizer, tiny_lm
     )  # random-init: p_old << floor on teacher tokens
 
 
+def test_replacement_rows_are_seeded_seed_plus_global_step(tmp_path, char_tokenizer, tiny_lm):
+    """The official manager seeds each step's draw with seed + global_step, not seed alone."""
+    tr = _onepo(tmp_path, char_tokenizer, tiny_lm, exact_match, onepo_seed=7)
+    tr.current_gradient_accumulation_steps = 1
+    tiny_lm.train()
+
+    def rows_for(seed):
+        rng = np.random.default_rng(seed)
+        return [int(rng.integers(0, N_GEN)), int(rng.integers(N_GEN, 2 * N_GEN))]
+
+    # a step whose draw differs from step 0's, so "seed" and "seed + step" disagree
+    step = next(s for s in range(1, 50) if rows_for(7 + s) != rows_for(7))
+    tr.state.global_step = step
+    torch.manual_seed(0)
+    out = tr._generate_and_score_completions(_rows(_dataset()))
+    assert out["teacher_mask"].any(-1).nonzero().flatten().tolist() == rows_for(7 + step)
+
+
 def test_tie_retires_teacher(tmp_path, char_tokenizer, tiny_lm):
     tr = _onepo(
         tmp_path, char_tokenizer, tiny_lm, lambda completions, **kw: [1.0] * len(completions)
@@ -213,3 +231,24 @@ def test_train_runs_and_logs(tmp_path, char_tokenizer, tiny_lm):
     assert len(logged) == 2
     assert all(0.0 <= h["onepo/retirement_rate"] <= 1.0 for h in logged)
     assert any(h["onepo/teacher_token_fraction"] > 0 for h in logged)
+
+
+def test_trl_internals_are_checked_by_signature():
+    """A TRL whose private rollout/loss hooks moved is refused at import, naming the method."""
+    from icml26_onepo.trl import check_trl_internals
+    from trl import GRPOTrainer
+
+    check_trl_internals(GRPOTrainer)  # the installed (tested) TRL passes
+
+    class Moved(GRPOTrainer):
+        def _generate(self, prompts, images):  # a new required parameter
+            return super()._generate(prompts)
+
+    with pytest.raises(ImportError, match=r"_generate\('self', 'prompts', 'images'\)"):
+        check_trl_internals(Moved)
+
+    class Gone(GRPOTrainer):
+        _compute_loss = None
+
+    with pytest.raises(ImportError, match="_compute_loss"):
+        check_trl_internals(Gone)

@@ -105,6 +105,16 @@ def test_absent_groups_renormalise_the_prior():
     assert float(loss.detach()) == pytest.approx((p @ L) / klv, rel=1e-3)
 
 
+def test_tau_rule_uses_the_prior_restricted_to_present_groups():
+    """Official `_active_tau`: π restricted to the batch's groups and renormalised, then π·L."""
+    pi = torch.tensor([0.5, 0.2, 0.3], dtype=T)
+    per = torch.tensor([0.1, 0.3, 1.5, 0.9], dtype=T)
+    gid = torch.tensor([0, 0, 2, 2])  # group 1 absent: L = [0.2, -, 1.2]
+    _, st = IRSLoss(pi)(per, gid)
+    restricted = 0.625 * 0.2 + 0.375 * 1.2  # 0.575; the full prior would give 0.46
+    assert float(st.fragility.tau) == pytest.approx(1.01 * restricted, rel=1e-12)
+
+
 def test_single_group_reduces_to_erm():
     """One group: the only reweighting of one group is π itself, KL ≡ 0, κ = 0 — IRS's step is
     the ERM step on that group (the official code divides by a NaN KL here)."""
@@ -202,6 +212,9 @@ def test_bad_input_names_the_argument(make, call, match):
 
 
 def test_fragility_bad_input():
+    for bad in (math.nan, -1.0, math.inf):
+        with pytest.raises(ValueError, match="tau must be a finite non-negative"):
+            fragility(torch.tensor([0.1, 0.4]), torch.tensor([0.5, 0.5]), bad)
     with pytest.raises(ValueError, match="NaN"):
         fragility(torch.tensor([0.1, math.nan]), torch.tensor([0.5, 0.5]), 0.2)
     with pytest.raises(ValueError, match="shape"):

@@ -24,6 +24,12 @@ from icml26_skillmoe import (
         ("Answer: B. Done", 4, "D"),  # ... even inside a word: upstream's known weakness
         ("The answer is (H)", 4, "N/A"),  # H out of range; no capital A-D anywhere
         ("The answer is (H)", 10, "H"),  # MMLU-Pro: 10 choices
+        # the last letter of the range counts, the next one does not (an off-by-one in the
+        # character class, A-E for four choices, would return "E")
+        ("The answer is (D)", 4, "D"),
+        ("The answer is (E)", 4, "N/A"),
+        ("The answer is (J)", 10, "J"),
+        ("The answer is (K)", 10, "N/A"),
         ("the answer is (e)", 4, "N/A"),  # lower case never matches
         ("", 4, "N/A"),
         (None, 4, "N/A"),

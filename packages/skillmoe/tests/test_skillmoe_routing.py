@@ -59,6 +59,16 @@ def test_no_positive_relevance_shifts_relevance():
     assert chi2(draws, probs) < CHI2_CRIT[1]
 
 
+def test_zero_relevance_models_are_not_recruited_when_some_are_positive():
+    """Upstream samples over r_m > 0 only: a model holding the keyword with score 0 has no mass."""
+    # p ∝ shifted strength: a holds x = 2, b holds x = 0 (relevant keyword, zero score)
+    bank = ProfileBank({"a": {"x": 2}, "b": {"x": 0}, "c": {"y": 3}})
+    assert list(bank.relevance(["x"])) == ["a", "b"]  # b *is* in the relevance map, with r = 0
+    assert recruitment_distribution(["x"], bank) == {"a": 1.0}
+    draws = Counter(recruit(["x"], bank, 2000, random.Random(0)))
+    assert draws == Counter({"a": 2000})
+
+
 def test_no_keywords_is_uniform_over_the_pool():
     assert recruitment_distribution([], bank4()) is None
     draws = Counter(recruit([], bank4(), 40000, random.Random(0)))

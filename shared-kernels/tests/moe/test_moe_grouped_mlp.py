@@ -142,3 +142,102 @@ def test_block_gathered_form_used_under_compile_equals_the_brute_force(static):
     (grouped_mlp_ref(*ref, perm) * dy).sum().backward()
     for a, b in zip((xp, w1r, w2r), ref):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6)
+
+
+from icml26_kernels.moe.grouped_mlp import (  # noqa: E402
+    _kernels,
+    forced_tiles,
+    gpu_tile_configs,
+)
+
+
+def _cfg_id(c):
+    return "R{BLOCK_R}-T{BLOCK_D}".format(**c)
+
+
+@pytest.mark.parametrize("config", gpu_tile_configs(), ids=_cfg_id)
+def test_every_gpu_tile_configuration_matches_the_reference(config):
+    """Each GPU autotuning configuration, forced under the interpreter (which autotunes over a
+    single 16-row config): 128-row blocks, so BLOCK_R 16/32/64 run several row tiles per block
+    and 128 one; D_out = 300 > 256 gives the forward two output tiles; D, M, D_out are not
+    multiples of the column tiles (masked edges)."""
+    N, k, E, D, M, DO, bs = 40, 2, 3, 80, 96, 300, 128
+    _, perm, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=8)
+    xp = permute(x, perm, backend="torch")
+    dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(9))
+    res = []
+    for be in ("triton", "torch"):
+        a, b, c = (t.clone().requires_grad_() for t in (xp, w1, w2))
+        with forced_tiles(config):
+            y = grouped_mlp(a, b, c, perm, backend=be)
+            (y * dy).sum().backward()
+        res.append((y.detach(), a.grad, b.grad, c.grad))
+    for name, p, q in zip(("y", "dx", "dw1", "dw2"), *res):
+        # fp32 with IEEE dots: rounding of reductions of length <= max(D, M, D_out, rows)
+        atol = 8 * torch.finfo(torch.float32).eps * q.abs().max().item() * 384**0.5
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=atol, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_forced_tiles_restores_the_autotuner():
+    before = [(list(k.configs), dict(k.cache)) for k in _kernels()]
+    with forced_tiles({"BLOCK_R": 64, "BLOCK_D": 64}):
+        assert all(k.configs[0].kwargs["BLOCK_R"] == 64 for k in _kernels())
+    assert [(list(k.configs), dict(k.cache)) for k in _kernels()] == before
+    with pytest.raises(ValueError, match="BLOCK_R"):
+        with forced_tiles({"BLOCK_D": 64}):
+            pass
+
+
+def test_row_and_expert_offsets_are_64_bit():
+    """A reasoned test: 524,288 rows × D = 4,096 (the MoE baseline at 65k tokens, k = 8) is past
+    2^31, where an int32 `rows * D` wraps to a negative address, and so is e·K1·K2 for the
+    weight gradient at E = 64, 4,096 × 14,336. Every kernel forms those offsets in int64: rows
+    from an int64 cast, experts from the int64 block-expert table or an int64 program id."""
+    import inspect
+
+    assert 524_288 * 4096 > 2**31 - 1 and 63 * 4096 * 14336 > 2**31 - 1
+    for kernel in _kernels():
+        src = inspect.getsource(kernel.fn.fn)
+        if "pid_r" in src:  # row-tiled kernels
+            assert "tl.arange(0, BLOCK_R)).to(tl.int64)" in src, kernel.fn.__name__
+            assert "tl.load(BlockExpert" in src  # e comes from an int64 tensor
+        else:  # the per-expert weight-gradient kernel
+            assert "tl.program_id(0).to(tl.int64)" in src
+            assert "tl.load(Offsets" in src  # row bounds from the int64 offsets
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bfloat16"])
+@pytest.mark.parametrize("config", gpu_tile_configs(), ids=_cfg_id)
+def test_half_precision_tiles_on_the_gpu_match_the_fp32_reference(config, dtype):
+    """The paper's dtype (bf16) on real tensor cores, every tile configuration: the interpreter's
+    bf16 `tl.dot` is wrong, so only a GPU can check it. Error budget (relative to max|ref|):
+    operand rounding 8 eps_dtype + fp32 accumulation 8 eps_fp32 sqrt(n)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    dt = getattr(torch, dtype)
+    N, k, E, D, M, DO, bs = 600, 2, 4, 96, 160, 300, 128
+    idx, _, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=10)
+    perm = make_permutation(idx.cuda(), E, bs)
+    xp = permute(x.cuda(), perm, backend="torch").to(dt)
+    w1, w2 = w1.cuda(), w2.cuda()
+    dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(11)).cuda()
+    dy = dy.to(dt).float()
+    a = xp.clone().requires_grad_()
+    b, c = w1.clone().requires_grad_(), w2.clone().requires_grad_()
+    with forced_tiles(config):
+        y = grouped_mlp(a, b, c, perm, backend="triton")
+        (y.float() * dy).sum().backward()
+    r = [t.detach().to(dt).float().requires_grad_() for t in (xp, w1, w2)]
+    y32 = grouped_mlp_ref(*r, perm)
+    (y32 * dy).sum().backward()
+    n = max(D, M, DO, int(perm.offsets.diff().max()))
+    tol = 8 * torch.finfo(dt).eps + 8 * torch.finfo(torch.float32).eps * n**0.5
+    for name, got, want in (
+        ("y", y, y32),
+        ("dx", a.grad, r[0].grad),
+        ("dw1", b.grad, r[1].grad),
+        ("dw2", c.grad, r[2].grad),
+    ):
+        err = float((got.float() - want).abs().max() / want.abs().max())
+        assert err <= tol, f"{name}: relative max error {err:.2e} > {tol:.2e} ({config}, {dtype})"

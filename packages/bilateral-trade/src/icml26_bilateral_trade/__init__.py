@@ -12,7 +12,6 @@ from .benchmarks import (
     solve_two_support,
 )
 from .envs import (
-    BilateralTradeEnv,
     CustomEnv,
     IndependentUniform,
     RectangleMixture,
@@ -20,6 +19,7 @@ from .envs import (
     correlated_four_rectangles,
     separated_markets,
 )
+from .gym_env import BilateralTradeEnv
 from .learners import FixedPriceWBB, GBBTrader, Policy, Trace, simulate
 
 __version__ = "0.1.0"

@@ -14,8 +14,8 @@ and GFT = L + R + PRO for every (p, q) (the decomposition the one-bit estimators
 `RectangleMixture` is a finite mixture of uniform distributions on axis-aligned rectangles
 (independent within a component, correlated across components); all four expectations are in
 closed form. `IndependentUniform` is the unit square. `CustomEnv` wraps a user sampler (and,
-optionally, user expectations). `BilateralTradeEnv` is a Gymnasium-style step interface
-(numpy only, no gymnasium dependency).
+optionally, user expectations). `BilateralTradeEnv` (gym_env.py, the `gym` extra) wraps any of
+them as a `gymnasium.Env`.
 """
 
 from __future__ import annotations
@@ -210,38 +210,3 @@ def require_expectations(env: ValuationEnv) -> None:
             f"env: {getattr(env, 'name', type(env).__name__)!r} has no closed-form expectations; "
             "an exact benchmark needs them (CustomEnv(..., expectations_fn=...))"
         )
-
-
-class BilateralTradeEnv:
-    """Gymnasium-style interface: `reset(seed)`, then `step((p, q)) -> (trade, reward, ...)`.
-
-    The observation is the one-bit feedback (1 if trade happened). `reward` is the realised
-    profit q - p on trade (what the learner sees); the realised GFT b - s (hidden from the
-    learner) is in `info["gft"]`. `terminated` becomes true after `horizon` steps.
-    """
-
-    def __init__(self, env: ValuationEnv, horizon: int | None = None) -> None:
-        if horizon is not None and horizon < 1:
-            raise ValueError("horizon: must be >= 1")
-        self.env = env
-        self.horizon = horizon
-        self._rng = np.random.default_rng()
-        self.t = 0
-        self.profit = 0.0
-
-    def reset(self, seed: int | None = None) -> tuple[int, dict]:
-        self._rng = np.random.default_rng(seed)
-        self.t = 0
-        self.profit = 0.0
-        return 0, {}
-
-    def step(self, action: tuple[float, float]) -> tuple[int, float, bool, bool, dict]:
-        p, q = check_prices(*action)
-        s, b = self.env.sample(self._rng, 1)
-        trade = int(s[0] <= p and b[0] >= q)
-        profit = float(q - p) * trade
-        self.t += 1
-        self.profit += profit
-        done = self.horizon is not None and self.t >= self.horizon
-        info = {"gft": float(b[0] - s[0]) * trade, "cum_profit": self.profit}
-        return trade, profit, done, False, info

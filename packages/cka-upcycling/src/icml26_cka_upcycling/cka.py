@@ -149,19 +149,41 @@ def _linear_hsic_features(
     return u_stat(X, Y), u_stat(X, X), u_stat(Y, Y)
 
 
+def _upcast(X: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp16/bf16 -> fp32: ‖XᵀX‖_F² is a fourth power of the features (LLM activations of scale
+    10 with n = 512 overflow fp16's 65504); fp32 and fp64 stay as they are."""
+    dtype = torch.promote_types(torch.promote_types(X.dtype, Y.dtype), torch.float32)
+    return X.to(dtype), Y.to(dtype)
+
+
+def _check_finite(X: torch.Tensor, Y: torch.Tensor) -> None:
+    """One host sync: NaN or inf features raise naming them (not "zero variance", not NaN)."""
+    for name, t in (("X", X), ("Y", Y)):
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} contains NaN or inf values; CKA is undefined")
+
+
 def linear_cka(X: torch.Tensor, Y: torch.Tensor, debiased: bool = False) -> torch.Tensor:
     """Linear CKA of X (n, p) and Y (n, q), feature form: ‖YᵀX‖_F² / (‖XᵀX‖_F ‖YᵀY‖_F).
 
     ``debiased=True`` uses the unbiased HSIC_u (needs n >= 4). Equal to
-    ``kernel_cka(X @ X.T, Y @ Y.T, debiased=...)`` at O(n p q) cost.
+    ``kernel_cka(X @ X.T, Y @ Y.T, debiased=...)`` at O(n p q) cost. Half-precision inputs are
+    computed in fp32 (the result is fp32); NaN or inf inputs raise.
     """
     _check_pair(X, Y, 4 if debiased else 2)
+    X, Y = _upcast(X, Y)
+    _check_finite(X, Y)
     xy, xx, yy = _linear_hsic_features(X, Y, debiased)
     return _ratio(xy, xx * yy, "linear_cka")
 
 
-def cka_loss(h_old: torch.Tensor, h_new: torch.Tensor, *, debiased: bool = False) -> torch.Tensor:
+def cka_loss(
+    h_old: torch.Tensor, h_new: torch.Tensor, *, debiased: bool = False, check_finite: bool = True
+) -> torch.Tensor:
     """Representation-drift loss 1 - CKA_lin(h_old, h_new), differentiable in both arguments.
+
+    Half-precision features (autocast) are computed in fp32, so ‖XᵀX‖² cannot overflow.
+    ``check_finite`` (one host sync) raises on NaN/inf features instead of returning NaN.
 
     Inputs of shape (..., n, d) are flattened to (n', d) over all leading axes (tokens of a
     sequence model count as samples). The self-HSICs are clamped at the smallest normal float
@@ -171,6 +193,9 @@ def cka_loss(h_old: torch.Tensor, h_new: torch.Tensor, *, debiased: bool = False
     X = h_old.reshape(-1, h_old.shape[-1])
     Y = h_new.reshape(-1, h_new.shape[-1])
     _check_pair(X, Y, 4 if debiased else 2)
+    X, Y = _upcast(X, Y)
+    if check_finite:
+        _check_finite(X, Y)
     xy, xx, yy = _linear_hsic_features(X, Y, debiased)
     tiny = torch.finfo(xy.dtype).tiny
     return 1 - xy / (xx.clamp_min(tiny).sqrt() * yy.clamp_min(tiny).sqrt())

@@ -51,6 +51,12 @@ def filter_top(dataset: Any, scores: np.ndarray, budget: int) -> Any:
         raise ValueError(f"budget must lie in [0, {n}] (the dataset size); got {budget}")
     if len(dataset) != n:
         raise ValueError(f"dataset has {len(dataset)} samples but {n} were scored")
+    if not np.all(np.isfinite(scores)):  # argsort puts NaN last: NaN rows would be kept silently
+        bad = np.flatnonzero(~np.isfinite(scores))
+        raise ValueError(
+            f"scores has NaN/inf for {bad.size} samples (first: {bad[:5].tolist()}); "
+            "cannot rank them for filtering"
+        )
     drop = np.argsort(-scores, kind="stable")[:budget]
     keep = np.setdiff1d(np.arange(n), drop)  # sorted: original order
     if hasattr(dataset, "select"):

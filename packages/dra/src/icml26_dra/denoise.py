@@ -102,11 +102,25 @@ class Denoiser:
         """Estimate mu and the whitening from the (N, d) training pool."""
         h, _ = check_representations(train_reps)
         n, d = h.shape
+        if self.center and n < 2:
+            raise ValueError(
+                f"train_reps needs at least 2 samples to center on the pool; got N={n} "
+                "(a single row centers to zero and every score would be 0)"
+            )
         self.mean_ = h.mean(axis=0) if self.center else np.zeros(d)
         x = h - self.mean_  # (N, d)
+        # scale-safe statistics: x / c has entries in [-1, 1], so x² cannot overflow (1e200)
+        c = float(np.abs(x).max())
+        # rounding of the mean leaves |x| up to ~N eps |h| on a constant pool: that is no signal
+        if not c > max(16, n) * np.finfo(np.float64).eps * float(np.abs(h).max()):
+            raise ValueError(
+                "train_reps is constant (every row equals the pool mean): there is no variation "
+                "to denoise and every score would be 0"
+            )
+        xs = x / c  # (N, d)
         self.scale_ = self.whitener_ = None
         if self.whiten == "diag":
-            std = np.sqrt(np.mean(x * x, axis=0))  # about mu (or 0 when not centering)
+            std = c * np.sqrt(np.mean(xs * xs, axis=0))  # about mu (or 0 when not centering)
             floor = self.eps * max(float(std.max()), np.finfo(np.float64).tiny)
             self.scale_ = np.where(std > floor, std, np.inf)  # constant dims -> 0
         elif self.whiten == "shrinkage":
@@ -115,13 +129,14 @@ class Denoiser:
                     f"full whitening (shrinkage=0) needs more samples than dimensions; got N={n}, "
                     f"d={d}: use shrinkage > 0"
                 )
-            cov = x.T @ x / n  # (d, d)
+            cov = xs.T @ xs / n  # (d, d), the covariance of x / c
             a = self.shrinkage
             cov = (1.0 - a) * cov + a * (np.trace(cov) / d) * np.eye(d)
             w, v = np.linalg.eigh(cov)
             floor = self.eps * max(float(w.max()), np.finfo(np.float64).tiny)
             inv_sqrt = np.where(w > floor, 1.0 / np.sqrt(np.maximum(w, floor)), 0.0)
-            self.whitener_ = (v * inv_sqrt) @ v.T  # S^{-1/2}, symmetric
+            # S(x)^{-1/2} = S(x/c)^{-1/2} / c: the whitened vectors are the same
+            self.whitener_ = (v * inv_sqrt) @ v.T / c  # S^{-1/2}, symmetric
         return self
 
     def transform(self, reps: object) -> np.ndarray:
@@ -149,6 +164,9 @@ class Denoiser:
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
+    # divide by the row's largest entry first: ‖x‖ of entries near 1e200 would overflow to inf
+    big = np.abs(x).max(axis=-1, keepdims=True)
+    x = x / np.where(big > 0, big, 1.0)
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.where(norm > 0, norm, 1.0)
 

@@ -160,6 +160,12 @@ def inject_teacher(
         raise ValueError(
             f"`teacher_rewards` must have one entry per group ({n_groups}), got {len(teacher)}"
         )
+    infinite = [g for g, t in enumerate(teacher) if t is not None and math.isinf(t)]
+    if infinite:  # +inf would always win, -inf never: both are a broken reward function
+        raise ValueError(
+            f"`teacher_rewards` has infinite values for groups {infinite}; rewards must be "
+            "finite (None or NaN marks a group without a usable teacher)"
+        )
     if (seed is None) == (rng is None):
         raise ValueError("pass exactly one of `seed` and `rng`")
     gen = np.random.default_rng(seed) if rng is None else rng

@@ -89,6 +89,20 @@ def _check_finite(name: str, x: torch.Tensor, where: torch.Tensor) -> None:
         raise ValueError(f"`{name}` has NaN or infinite values inside `response_mask`")
 
 
+LOGP_SLACK = 1e-6  # log-probabilities are <= 0; rounding in a log-softmax may leave a hair above
+
+
+def _check_log_probs(name: str, x: torch.Tensor, where: torch.Tensor) -> None:
+    """log π <= 0 on every response token; logits passed by mistake are caught here."""
+    above = x[where] > LOGP_SLACK
+    if bool(above.any()):
+        worst = float(x[where][above].max())
+        raise ValueError(
+            f"`{name}` must hold log-probabilities (<= 0); got values up to {worst:.4g} inside "
+            "`response_mask` (were logits passed instead of log-softmax outputs?)"
+        )
+
+
 def _check_inputs(
     old_logp: torch.Tensor,
     logp: torch.Tensor,
@@ -131,9 +145,13 @@ def _check_inputs(
         teacher = _check_mask("teacher_mask", teacher_mask, logp.shape)
         if bool((teacher & ~resp).any()):
             raise ValueError("`teacher_mask` marks tokens outside `response_mask`")
+    if not old_logp.is_floating_point():  # an integer tensor would truncate log-probabilities
+        raise ValueError(f"`old_logp` must be a floating tensor, got dtype {old_logp.dtype}")
     _check_finite("logp", logp.detach(), resp)
     _check_finite("old_logp", old_logp.detach(), resp)
     _check_finite("advantages", advantages.detach(), resp)
+    _check_log_probs("logp", logp.detach(), resp)
+    _check_log_probs("old_logp", old_logp.detach(), resp)
     return advantages, resp, teacher, old_logp
 
 

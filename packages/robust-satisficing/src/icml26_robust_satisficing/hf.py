@@ -42,7 +42,20 @@ def default_per_sample_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch
 
 
 class IRSTrainer(Trainer):
-    """`transformers.Trainer` whose `compute_loss` is the IRS loss over the batch's groups."""
+    """`transformers.Trainer` whose `compute_loss` is the IRS loss over the batch's groups.
+
+    Semantics under accumulation and data parallelism (as the official code, which trains on
+    one device):
+
+    - **Gradient accumulation**: each micro-batch is its own IRS problem (its own group losses,
+      restricted prior, τ, p* and KL); `num_items_in_batch` is ignored, and the Trainer averages
+      the micro-batch losses. IRS is not additive over samples, so 4×2 is *not* 8×1: an IRS step
+      on the union of micro-batches would need the group sums before the inner max.
+    - **DDP**: each rank computes p* from its own shard's group losses (no all-reduce of the
+      group sums), and DDP averages the ranks' gradients. With small per-rank batches a group
+      may be absent on one rank and present on another; use per-rank batches large enough to
+      hold every group, or one process.
+    """
 
     def __init__(
         self,

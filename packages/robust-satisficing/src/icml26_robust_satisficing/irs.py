@@ -136,6 +136,11 @@ def fragility(
         _check_prior(prior)
         if not bool(torch.isfinite(group_losses[prior > 0]).all()):
             raise ValueError("group_losses contains NaN or inf")
+        t_check = torch.as_tensor(tau, dtype=torch.float64)
+        if t_check.numel() != 1 or not bool(torch.isfinite(t_check)) or float(t_check) < 0:
+            raise ValueError(
+                f"tau must be a finite non-negative scalar (the target loss), got {tau!r}"
+            )
         if not (0 < h_min < h_max) or grid < 2 or refine < 0 or refine_points < 3:
             raise ValueError(
                 f"need 0 < h_min < h_max, grid >= 2, refine >= 0, refine_points >= 3; got "

@@ -34,6 +34,9 @@ GELU is the exact (erf) form; gelu'(u) = Φ(u) + u φ(u).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 
@@ -170,7 +173,7 @@ if triton_installed():
         ocols = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
         o_ok = ocols < DO
         e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
-        rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+        rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # 64-bit: rows·D passes 2^31
         acc = tl.zeros((BLOCK_R, BLOCK_O), tl.float32)
         for m0 in range(0, M, BLOCK_M):
             mcols = m0 + tl.arange(0, BLOCK_M)
@@ -226,7 +229,7 @@ if triton_installed():
         mcols = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
         m_ok = mcols < M
         e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
-        rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+        rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # 64-bit: rows·D passes 2^31
         pre = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)
         for d0 in range(0, D, BLOCK_D):
             dcols = d0 + tl.arange(0, BLOCK_D)
@@ -277,7 +280,7 @@ if triton_installed():
         ncols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = ncols < NO
         e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
-        rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+        rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # 64-bit: rows·D passes 2^31
         acc = tl.zeros((BLOCK_R, BLOCK_N), tl.float32)
         for k0 in range(0, K, BLOCK_K):
             kcols = k0 + tl.arange(0, BLOCK_K)
@@ -316,7 +319,7 @@ if triton_installed():
     ):
         # dW of one expert and one (K1, K2) tile: a reduction over the expert's own rows inside
         # the program (no atomics; the summation order is fixed, so results are deterministic)
-        e = tl.program_id(0)
+        e = tl.program_id(0).to(tl.int64)  # e·K1·K2 passes 2^31 at E = 64, 4096 × 14336
         c1 = tl.program_id(1) * BLOCK_1 + tl.arange(0, BLOCK_1)
         c2 = tl.program_id(2) * BLOCK_2 + tl.arange(0, BLOCK_2)
         ok1, ok2 = c1 < K1, c2 < K2
@@ -337,6 +340,57 @@ if triton_installed():
 
 def _pow2(n: int, lo: int = 16) -> int:
     return max(lo, 1 << max(0, (int(n) - 1).bit_length()))
+
+
+def _kernels() -> tuple:
+    return (
+        _grouped_mlp_fwd_kernel,
+        _grouped_mlp_bwd_hidden_kernel,
+        _rows_matmul_kernel,
+        _expert_weight_grad_kernel,
+    )
+
+
+def gpu_tile_configs() -> list[dict[str, int]]:
+    """The GPU autotuning space as one dict per row tile: BLOCK_R ∈ {128, 64, 32, 16}, crossed
+    with both values of the column tiles (all of them set alike, 32 or 64)."""
+    return [
+        {"BLOCK_R": br} | {name: t for name in _TILE_NAMES} for br in _BLOCK_RS for t in (32, 64)
+    ]
+
+
+_TILE_NAMES = ("BLOCK_D", "BLOCK_M", "BLOCK_O", "BLOCK_N", "BLOCK_K", "BLOCK_1", "BLOCK_2")
+
+
+@contextlib.contextmanager
+def forced_tiles(config: dict[str, int], num_warps: int = 4) -> Iterator[None]:
+    """Run every grouped-MLP kernel with one tile configuration, bypassing the autotuner.
+
+    Under ``TRITON_INTERPRET=1`` the autotuner holds a single 16-row configuration; this is how
+    the tests reach the GPU configurations (BLOCK_R 64/128, several row tiles per block) and
+    check each against the torch reference. ``config`` holds ``BLOCK_R`` and any column tiles
+    (each kernel takes the ones it has). ``perm.block_size`` must be a multiple of BLOCK_R.
+    """
+    if not triton_installed():
+        raise RuntimeError("forced_tiles needs Triton")
+    import triton
+
+    unknown = set(config) - {"BLOCK_R", *_TILE_NAMES}
+    if unknown or "BLOCK_R" not in config:
+        raise ValueError(f"config needs BLOCK_R and tiles among {_TILE_NAMES}; got {config}")
+    saved = [(k, k.configs, dict(k.cache)) for k in _kernels()]
+    try:
+        for k, configs, _ in saved:
+            base = configs[0].kwargs
+            kw = {name: config.get(name, base[name]) for name in base}
+            k.configs = [triton.Config(kw, num_warps=num_warps, num_stages=configs[0].num_stages)]
+            k.cache.clear()
+        yield
+    finally:
+        for k, configs, cache in saved:
+            k.configs = configs
+            k.cache.clear()
+            k.cache.update(cache)
 
 
 def _precision(dtype: torch.dtype) -> str:
