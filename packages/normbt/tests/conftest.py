@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -49,3 +51,16 @@ def char_tokenizer():
 @pytest.fixture()
 def tiny_llama(char_tokenizer):
     return make_tiny_llama(len(char_tokenizer))
+
+
+def fp_tolerance(ref: torch.Tensor, n: int) -> dict[str, float]:
+    """assert_close tolerances for two different kernels computing `ref`: rtol = 8·eps,
+    atol = 8·eps·max|ref|·sqrt(n), eps of ref's dtype, n the reduction length (another CPU's
+    SIMD width changes the summation order; the rounding error grows like sqrt(n))."""
+    eps = torch.finfo(ref.dtype).eps
+    return {"rtol": 8 * eps, "atol": 8 * eps * float(ref.abs().max()) * math.sqrt(n)}
+
+
+@pytest.fixture()
+def fp_tol():
+    return fp_tolerance

@@ -7,11 +7,13 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 WORKER = textwrap.dedent(
     """
     import os, sys
+    from datetime import timedelta
     import torch
     import torch.distributed as dist
     from icml26_normbt import NormBTState
@@ -19,7 +21,7 @@ WORKER = textwrap.dedent(
     rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", port
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.init_process_group("gloo", rank=rank, world_size=2, timeout=timedelta(seconds=120))
     st = NormBTState(decay=0.5)
     # different batch sizes and scales per rank
     batches = [torch.arange(1.0, 4.0 + rank) * (rank + 1), torch.full((2 + rank,), 5.0 * (rank + 1))]
@@ -38,6 +40,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.timeout(300)
 def test_all_reduce_gives_same_global_mean_on_both_ranks(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -45,7 +48,16 @@ def test_all_reduce_gives_same_global_mean_on_both_ranks(tmp_path):
     procs = [
         subprocess.Popen([sys.executable, str(script), str(r), port, str(tmp_path)]) for r in (0, 1)
     ]
-    assert [p.wait(timeout=240) for p in procs] == [0, 0]
+    try:
+        codes = [p.wait(timeout=240) for p in procs]
+    except subprocess.TimeoutExpired:
+        pytest.fail("the 2-rank gloo workers did not finish within 240 s (rendezvous hung?)")
+    finally:
+        for p in procs:  # never leave a worker behind
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+    assert codes == [0, 0], f"worker exit codes {codes}"
     r0 = torch.load(tmp_path / "rank0.pt")
     r1 = torch.load(tmp_path / "rank1.pt")
     torch.testing.assert_close(r0["m"], r1["m"])

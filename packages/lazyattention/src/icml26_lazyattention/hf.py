@@ -36,6 +36,7 @@ import contextlib
 import contextvars
 import dataclasses
 import inspect
+import operator
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -420,6 +421,35 @@ class LazyBatch:
     prompt_length: int  # input_ids.shape[1]: generated tokens start after it
 
 
+def _token_ids(x: Any, name: str) -> list[int]:
+    """Token ids as Python ints: integers only (int, numpy/torch integer scalars). A float, even
+    an integral one like 2.0, is refused rather than truncated by ``int()``; so is a bool."""
+    try:
+        items = list(x)
+    except TypeError as exc:
+        raise ValueError(f"{name} must be a string or a flat sequence of token ids") from exc
+    ids = []
+    for i, t in enumerate(items):
+        if isinstance(t, (bool, float)) or (
+            isinstance(t, torch.Tensor) and (t.dim() != 0 or not _is_int_dtype(t.dtype))
+        ):
+            raise ValueError(
+                f"{name} must hold integer token ids; element {i} is {t!r} ({type(t).__name__})"
+            )
+        try:
+            ids.append(operator.index(t))  # int, numpy/torch integer scalars; not floats
+        except TypeError as exc:
+            raise ValueError(
+                f"{name} must be a string or a flat sequence of integer token ids; element {i} "
+                f"is {t!r} ({type(t).__name__})"
+            ) from exc
+    return ids
+
+
+def _is_int_dtype(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool
+
+
 class _FirstTokenClock:
     """A ``generate`` streamer that records when the first new token arrives and forwards
     everything to the caller's own streamer, if any."""
@@ -537,21 +567,16 @@ class LazyRAGPipeline:
                 raise TypeError(
                     f"{name} is a string but the pipeline has no tokenizer; pass token ids"
                 )
-            ids = [int(t) for t in self.tokenizer.encode(x, add_special_tokens=False)]
+            ids = _token_ids(self.tokenizer.encode(x, add_special_tokens=False), name)
         else:
             if isinstance(x, torch.Tensor):
-                if x.dim() != 1 or x.dtype.is_floating_point:
+                if x.dim() != 1 or not _is_int_dtype(x.dtype):
                     raise ValueError(
                         f"{name} must be a 1-D integer tensor of token ids; got "
                         f"{tuple(x.shape)} {x.dtype}"
                     )
                 x = x.tolist()
-            try:
-                ids = [int(t) for t in x]
-            except (TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"{name} must be a string or a flat sequence of token ids"
-                ) from exc
+            ids = _token_ids(x, name)
         if not ids:  # also a string the tokenizer maps to no tokens
             raise ValueError(f"{name} must contain at least one token")
         vocab = self.model.config.vocab_size

@@ -216,6 +216,8 @@ class NormBTState(nn.Module):
     Safe by construction: a step whose distances contain NaN/inf is skipped with a warning (it
     never enters m), and a step whose mean distance is 0 (every pair identical) is skipped, so m
     is never 0 or non-finite after an update. In eval mode nothing is recorded.
+    `last_m` holds the m the last `observe` returned (the one that batch was weighted with: on
+    the first step the batch mean, though `mean_distance` is still 0 until `step()`).
     d̄ is all-reduced (sum and count) across ranks when torch.distributed is initialized and
     `sync=True`, so every rank holds the same m. m lives in buffers (`state_dict()`).
     """
@@ -233,6 +235,9 @@ class NormBTState(nn.Module):
         self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
         # (sum of d, count) of the current optimizer step; empty between steps, not saved
         self.register_buffer("pending", torch.zeros(2, dtype=torch.float64), persistent=False)
+        # the m the last `observe` returned (what that batch was weighted with), for logging;
+        # None before the first call; not a buffer (nothing to checkpoint)
+        self.last_m: Tensor | None = None
 
     def extra_repr(self) -> str:
         return f"decay={self.decay}, sync={self.sync}, auto_step={self.auto_step}"
@@ -269,9 +274,12 @@ class NormBTState(nn.Module):
         elif self.training:
             self.pending += stats
         if int(self.num_updates) > 0:
-            return self.mean_distance.clone().to(d.device)
-        src = self.pending if float(self.pending[1]) > 0 else stats  # no m yet: mean so far
-        return (src[0] / src[1].clamp_min(1.0)).float().to(d.device)
+            m = self.mean_distance.clone().to(d.device)
+        else:
+            src = self.pending if float(self.pending[1]) > 0 else stats  # no m yet: mean so far
+            m = (src[0] / src[1].clamp_min(1.0)).float().to(d.device)
+        self.last_m = m
+        return m
 
     @torch.no_grad()
     def step(self) -> Tensor:

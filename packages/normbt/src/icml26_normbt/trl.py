@@ -117,7 +117,8 @@ class NormBTRewardTrainer(RewardTrainer):
     """`trl.RewardTrainer` with the NormBT loss; logs distance and weight quantiles.
 
     Logged (besides TRL's metrics): `normbt/bt_loss` (the unweighted BT loss of the same batch,
-    for comparison with `loss`), `normbt/mean_distance` (m), `normbt/distance_p{10,50,90}`,
+    for comparison with `loss`), `normbt/mean_distance` (the m each batch was weighted with: on step 1 the batch's
+    own mean, afterwards the EMA as it stood before the step), `normbt/distance_p{10,50,90}`,
     `normbt/weight_p{10,50,90}`. The EMA state is saved to `normbt_state.pt` in each checkpoint
     and restored on `train(resume_from_checkpoint=...)`.
     """
@@ -205,8 +206,12 @@ class NormBTRewardTrainer(RewardTrainer):
                 if finite.numel():
                     for q, v in zip((10, 50, 90), torch.quantile(finite, qs).tolist()):
                         self._metrics[mode][f"normbt/{name}_p{q}"].append(v)
-            if args.normbt_enabled:
-                m = float(self.normbt_state.mean_distance)
+            if args.normbt_enabled:  # the m this batch was weighted with (step 1: its mean)
+                if args.normbt_fixed_m is not None:
+                    m = float(args.normbt_fixed_m)
+                else:
+                    assert self.normbt_state.last_m is not None  # set by normbt_loss's observe
+                    m = float(self.normbt_state.last_m)
                 self._metrics[mode]["normbt/mean_distance"].append(m)
 
         return (loss, outputs) if return_outputs else loss
