@@ -40,7 +40,9 @@ from .notions import (
     prop_ratio,
     propx_ratio,
 )
+from .per_agent import PerAgentOptimalPolicy, per_agent_game_value, per_agent_worst_value
 from .offline import envy_cycle_elimination, max_mms_ratio, mms_bag_filling, round_robin
+from .randomised import RandomisedCertificate, randomised_game_value
 from .policies import (
     CappedGreedy,
     GreedyPolicy,
@@ -67,7 +69,9 @@ __all__ = [
     "OnlineInstance",
     "OnlinePolicy",
     "OptimalGridPolicy",
+    "PerAgentOptimalPolicy",
     "PlanAndMatch",
+    "RandomisedCertificate",
     "RandomPolicy",
     "RoundRobinPolicy",
     "ThresholdGreedy",
@@ -91,11 +95,14 @@ __all__ = [
     "mms_value",
     "mms_values",
     "overshoot_instance",
+    "per_agent_game_value",
+    "per_agent_worst_value",
     "predictions_separated",
     "prop1_ratio",
     "prop_ratio",
     "propx_ratio",
     "random_instance",
+    "randomised_game_value",
     "round_robin",
     "worst_order",
 ]
