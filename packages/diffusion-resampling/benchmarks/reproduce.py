@@ -17,8 +17,16 @@ filter seed for every method (paired). Reported: per-method means and paired dif
 (diffusion − baseline) ± standard errors across data sets. Sweeps: diffusion a = −1,
 T ∈ {1, 2, 3}, n_steps ∈ {4, 8, 16, 32}, Euler probability-flow ODE (--quick: n_steps ∈ {4, 8});
 soft α ∈ {.5, .7, .9}; Gumbel τ ∈ {.1, .3, .5}; OT ε ∈ {.4, .8, 1.6}; multinomial (not
-differentiable) for reference. Not run: the official L-BFGS parameter fits, the SDE /
+differentiable) for reference. Sizes (SIZES): --quick tunes on 8 sets (2 × 2 grid) and
+evaluates on 48 (2 × 2), 16 gradient seeds; the full run 16 (3 × 3), 100 (4 × 4), 50. Not run: the official L-BFGS parameter fits, the SDE /
 other-integrator diffusion variants.
+
+Compilation is counted and amortised: each method configuration is compiled once for a fixed
+batch of CHUNK (hyper-parameter, data set) pairs, and the same executable serves the tuning and
+the evaluation data sets (same grid size in --quick). The methods run in --workers processes
+(default 2, spawned, XLA single-threaded in each); every method's numbers are computed the same
+way whatever the number of workers, so the JSON does not depend on it. The JSON records the
+compile and run CPU seconds of every method and the machine.
 
 Prints progress to stderr, one JSON line on stdout, and writes reproduce_quick.json (--quick) or
 reproduce.json (full) next to this file, so a quick run never overwrites the full one.
@@ -26,9 +34,22 @@ reproduce.json (full) next to this file, so a quick run never overwrites the ful
 
 from __future__ import annotations
 
+import os
+
+# one XLA thread per process (N = 32: the ops are too small to share), set before jax loads;
+# the worker processes inherit it
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+)
+
 import argparse
+import functools
+import importlib.util
 import json
+import multiprocessing as mp
 import pathlib
+import platform
+import resource
 import sys
 import time
 
@@ -54,6 +75,16 @@ from icml26_diffusion_resampling import (  # noqa: E402
 MODEL = LinearGaussianSSM()
 THETA_TRUE = jnp.array([0.5, 1.0])
 N_PARTICLES, N_STEPS = 32, 128
+CHUNK = 8  # (hyper-parameter, data set) pairs per compiled call
+QUICK_STEPS = (4, 8)  # diffusion n_steps swept in --quick (official: 4, 8, 16, 32)
+# R_tune held-out tuning sets (grid G_tune), R evaluation sets (grid G), S gradient seeds
+SIZES = {
+    True: dict(R_tune=8, G_tune=2, R=48, G=2, S=16),
+    False: dict(R_tune=16, G_tune=3, R=100, G=4, S=50),
+}
+
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 
 def log(*a):
@@ -66,8 +97,8 @@ def lgssm(theta):
 
 
 def methods(quick):
-    """name -> list of (label, static config, traced hyper-parameter array)."""
-    steps = (4, 8) if quick else (4, 8, 16, 32)
+    """name -> list of (label, static config, traced hyper-parameter)."""
+    steps = QUICK_STEPS if quick else (4, 8, 16, 32)
     diff = [(f"T={T:g},steps={s}", ("diffusion", s), T) for s in steps for T in (1.0, 2.0, 3.0)]
     return {
         "diffusion": diff,
@@ -96,47 +127,164 @@ def pf(static, hp, theta, ys, key):
     return particle_filter(key, MODEL, lgssm(theta), ys, n_particles=N_PARTICLES, resampler=res)
 
 
-def per_dataset(static, hps, grid, datasets, keys, kf_lls):
-    """ll_mse, ll_bias, kl, bures per (hp, data set): arrays (H, R). One compile per static."""
-
-    @jax.jit
-    def run(hps):
-        def one(hp, ys, key, kf_ll):
-            lls = jax.vmap(lambda th: pf(static, hp, th, ys, key).log_likelihood)(grid)
-            out = pf(static, hp, THETA_TRUE, ys, key)
-            kl, bw = gaussian_marginal_distances(out, kalman_filter(lgssm(THETA_TRUE), ys))
-            err = lls - kf_ll
-            return jnp.mean(err**2), jnp.mean(err), kl, bw
-
-        per_run = jax.vmap(one, in_axes=(None, 0, 0, 0))
-        return jax.vmap(lambda hp: per_run(hp, datasets, keys, kf_lls))(hps)
-
-    return [np.asarray(v) for v in run(jnp.asarray(hps, jnp.float64))]
+def grid_of(g):
+    g1, g2 = jnp.meshgrid(jnp.linspace(0.4, 0.6, g), jnp.linspace(0.9, 1.1, g), indexing="ij")
+    return jnp.stack([g1.ravel(), g2.ravel()], axis=1)  # (g², 2)
 
 
-def simulate(seed, r):
+@functools.cache
+def data(seed, key_seed, r, g):
+    """grid (g², 2), r data sets (r, K, 1) from `seed`, r filter keys (r, 2) from `key_seed`,
+    and the exact Kalman log-likelihoods (r, g²); computed once per process."""
     keys = jax.random.split(jax.random.PRNGKey(seed), r)
-    return jnp.stack([MODEL.simulate(k, lgssm(THETA_TRUE), N_STEPS)[1] for k in keys])
+    sets = _simulate(keys)
+    grid = grid_of(g)
+    return grid, sets, jax.random.split(jax.random.PRNGKey(key_seed), r), _kalman_lls(grid, sets)
 
 
-def evaluate(configs, grid, datasets, keys):
-    kf_lls = jax.vmap(
-        lambda ys: jax.vmap(lambda th: kalman_filter(lgssm(th), ys).log_likelihood)(grid)
-    )(datasets)
-    out = []  # per config: dict of (R,) arrays
+@jax.jit
+def _simulate(keys):
+    return jax.vmap(lambda k: MODEL.simulate(k, lgssm(THETA_TRUE), N_STEPS)[1])(keys)
+
+
+@jax.jit
+def _kalman_lls(grid, datasets):
+    kf = lambda ys: jax.vmap(lambda th: kalman_filter(lgssm(th), ys).log_likelihood)(grid)
+    return jax.vmap(kf)(datasets)
+
+
+class Clock:
+    """Process CPU seconds (all threads), split into compilation and execution."""
+
+    def __init__(self):
+        self.compile_s = 0.0
+        self.run_s = 0.0
+
+    def compile(self, fn, *args):
+        t = time.process_time()
+        out = jax.jit(fn).lower(*args).compile()
+        self.compile_s += time.process_time() - t
+        return out
+
+    def run(self, compiled, *args):
+        t = time.process_time()
+        out = jax.block_until_ready(compiled(*args))
+        self.run_s += time.process_time() - t
+        return out
+
+
+def chunk_metrics(static, hps, grid, ys, keys, kf_lls):
+    """CHUNK pairs: hps (C,), ys (C, K, 1), keys (C, 2), kf_lls (C, G²) -> 4 × (C,):
+    ll_mse, ll_bias over the grid, KL and Bures of the filtering marginals at θ*."""
+
+    def one(hp, ys, key, kf_ll):
+        lls = jax.vmap(lambda th: pf(static, hp, th, ys, key).log_likelihood)(grid)
+        out = pf(static, hp, THETA_TRUE, ys, key)
+        kl, bw = gaussian_marginal_distances(out, kalman_filter(lgssm(THETA_TRUE), ys))
+        err = lls - kf_ll
+        return jnp.mean(err**2), jnp.mean(err), kl, bw
+
+    return jax.vmap(one)(hps, ys, keys, kf_lls)
+
+
+def evaluate(clock, cache, configs, data):
+    """Metrics of every config on every data set: per config a dict of (R,) arrays.
+
+    data = (grid (G², 2), datasets (R, K, 1), keys (R, 2), kf_lls (R, G²)). The (config, data
+    set) pairs of one static config run in batches of CHUNK through one compiled executable,
+    reused for every call with the same static config and grid size (tuning and evaluation).
+    """
+    grid, datasets, keys, kf_lls = data
+    r = datasets.shape[0]
+    out = [dict(ll_mse=[], ll_bias=[], kl=[], bures=[]) for _ in configs]
     by_static: dict = {}
     for i, (_, static, hp) in enumerate(configs):
-        by_static.setdefault(static, []).append((i, hp))
-    res: dict = {}
-    for static, items in by_static.items():
-        mse, bias, kl, bw = per_dataset(
-            static, [hp for _, hp in items], grid, datasets, keys, kf_lls
+        by_static.setdefault(static, []).extend((i, hp, j) for j in range(r))
+    for static, pairs in by_static.items():
+        pad = pairs + [pairs[-1]] * (-len(pairs) % CHUNK)
+        for c in range(0, len(pad), CHUNK):
+            part = pad[c : c + CHUNK]
+            idx = np.array([j for _, _, j in part])
+            args = (
+                jnp.asarray([hp for _, hp, _ in part], jnp.float64),
+                grid,
+                datasets[idx],
+                keys[idx],
+                kf_lls[idx],
+            )
+            ck = (static, grid.shape)
+            if ck not in cache:
+                cache[ck] = clock.compile(lambda *a, s=static: chunk_metrics(s, *a), *args)
+            vals = clock.run(cache[ck], *args)
+            for q, (i, _, _) in enumerate(part[: len(pairs) - c]):
+                for name, v in zip(("ll_mse", "ll_bias", "kl", "bures"), vals):
+                    out[i][name].append(float(v[q]))
+    return [{k: np.asarray(v) for k, v in o.items()} for o in out]
+
+
+def run_method(task):
+    """One method: tune on the held-out sets, evaluate the chosen setting, gradient variance.
+
+    Runs in a worker process; returns plain Python / numpy data only.
+    """
+    name, quick = task
+    t_wall = time.time()
+    sizes = SIZES[quick]
+    configs = methods(quick)[name]
+    clock, cache = Clock(), {}
+    res = evaluate(clock, cache, configs, data(1000, 1001, sizes["R_tune"], sizes["G_tune"]))
+    scores = [float(np.mean(r["ll_mse"])) for r in res]
+    best = configs[int(np.argmin(scores))]
+    evaluation = data(2026, 7, sizes["R"], sizes["G"])
+    ev = evaluate(clock, cache, [best], evaluation)[0]
+    out = dict(
+        name=name,
+        setting=best[0],
+        tuning={c[0]: round(v, 4) for c, v in zip(configs, scores)},
+        per_set={k: v.tolist() for k, v in ev.items()},
+    )
+    if name != "multinomial":  # gradient variance at θ* on the first evaluation set
+        _, static, hp = best
+        grad_keys = jax.random.split(jax.random.PRNGKey(11), sizes["S"])
+        ys0 = evaluation[1][0]
+        grads = jax.vmap(
+            jax.grad(lambda th, k: pf(static, hp, th, ys0, k).log_likelihood), in_axes=(None, 0)
         )
-        for j, (i, _) in enumerate(items):
-            res[i] = dict(ll_mse=mse[j], ll_bias=bias[j], kl=kl[j], bures=bw[j])
-    for i in range(len(configs)):
-        out.append(res[i])
+        g = np.asarray(
+            clock.run(clock.compile(grads, THETA_TRUE, grad_keys), THETA_TRUE, grad_keys)
+        )
+        out["grad_var"] = float(np.trace(np.cov(g.T)))
+        out["grad_mean"] = g.mean(0).tolist()
+    if name == "diffusion":  # the exact gradient on the same data set, for reference
+        kf = jax.grad(lambda th: kalman_filter(lgssm(th), evaluation[1][0]).log_likelihood)
+        out["kalman_grad"] = np.asarray(kf(THETA_TRUE)).tolist()
+    out["cpu_s"] = dict(compile=round(clock.compile_s, 1), run=round(clock.run_s, 1))
+    out["compiles"] = len(cache) + (name != "multinomial")
+    out["wall_s"] = round(time.time() - t_wall, 1)
+    log(f"{name:12s} {out['wall_s']:6.1f}s wall, cpu {out['cpu_s']}, -> {best[0]}  {out['tuning']}")
     return out
+
+
+def machine():
+    """The machine: icml26_kernels.provenance.machine_info (imported, or loaded by path from
+    shared-kernels when this env does not install icml26-kernels)."""
+    try:
+        from icml26_kernels.provenance import machine_info
+    except ImportError:
+        path = HERE.parents[2] / "shared-kernels/src/icml26_kernels/provenance.py"
+        if not path.is_file():
+            return dict(cpu=platform.processor() or platform.machine(), logical_cpus=os.cpu_count())
+        spec = importlib.util.spec_from_file_location("_icml26_provenance", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        machine_info = mod.machine_info
+    return machine_info()
+
+
+def children_cpu():
+    """user + sys CPU seconds of the finished worker processes."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def mean_se(v):
@@ -146,71 +294,49 @@ def mean_se(v):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="reduced sizes (~2-3 min, 2 cores)")
+    ap.add_argument("--quick", action="store_true", help="reduced sizes (about 1 min, 2 cores)")
+    ap.add_argument("--workers", type=int, default=2, help="processes (1: serial, in-process)")
     args = ap.parse_args()
-    t0 = time.time()
-    # R_tune held-out tuning sets (grid G_tune), R evaluation sets (grid G), S gradient seeds
-    R_tune, G_tune, R, G, S = (8, 2, 48, 2, 16) if args.quick else (16, 3, 100, 4, 50)
-    log(f"tune on {R_tune} held-out sets ({G_tune}x{G_tune} grid); evaluate on {R} ({G}x{G})")
-    all_methods = methods(args.quick)
+    t0, c0 = time.time(), time.process_time()
+    sizes = SIZES[args.quick]
+    log(
+        f"tune on {sizes['R_tune']} held-out sets ({sizes['G_tune']}x{sizes['G_tune']} grid); "
+        f"evaluate on {sizes['R']} ({sizes['G']}x{sizes['G']}); {args.workers} worker(s)"
+    )
+    names = list(methods(args.quick))
+    # heaviest first, so the two workers finish together
+    tasks = [(n, args.quick) for n in ("diffusion", "ot", "gumbel", "soft", "multinomial")]
+    if args.workers > 1:
+        pool = mp.get_context("spawn").Pool(args.workers)
+        done = pool.map(run_method, tasks, chunksize=1)
+        pool.close()
+        pool.join()  # reaped: their CPU time is in RUSAGE_CHILDREN below
+    else:
+        done = [run_method(t) for t in tasks]
+    by_name = {d["name"]: d for d in done}
+    evals = {n: {k: np.asarray(v) for k, v in by_name[n]["per_set"].items()} for n in names}
 
-    def grid_of(g):
-        g1, g2 = jnp.meshgrid(jnp.linspace(0.4, 0.6, g), jnp.linspace(0.9, 1.1, g), indexing="ij")
-        return jnp.stack([g1.ravel(), g2.ravel()], axis=1)
-
-    # 1. tuning on held-out data sets
-    tune_sets = simulate(1000, R_tune)
-    tune_keys = jax.random.split(jax.random.PRNGKey(1001), R_tune)
-    chosen, tuning = {}, {}
-    for name, configs in all_methods.items():
-        t = time.time()
-        res = evaluate(configs, grid_of(G_tune), tune_sets, tune_keys)
-        scores = [float(np.mean(r["ll_mse"])) for r in res]
-        best = int(np.argmin(scores))
-        chosen[name] = configs[best]
-        tuning[name] = {c[0]: round(s, 4) for c, s in zip(configs, scores)}
-        log(f"{name:12s} tuned {time.time() - t:6.1f}s -> {configs[best][0]}  {tuning[name]}")
-
-    # 2. paired evaluation on fresh data sets
-    t = time.time()
-    datasets = simulate(2026, R)
-    keys = jax.random.split(jax.random.PRNGKey(7), R)
-    names = list(all_methods)
-    evals = dict(zip(names, evaluate([chosen[n] for n in names], grid_of(G), datasets, keys)))
-    log(f"evaluation {time.time() - t:6.1f}s")
-
-    results = {}
+    results, tuning, timing = {}, {}, {}
     for name in names:
-        e = evals[name]
+        e, d = evals[name], by_name[name]
+        tuning[name] = d["tuning"]
+        timing[name] = dict(cpu_s=d["cpu_s"], wall_s=d["wall_s"], compiles=d["compiles"])
         results[name] = dict(
-            setting=chosen[name][0],
+            setting=d["setting"],
             ll_rmse=float(np.sqrt(np.mean(e["ll_mse"]))),
             ll_mse=mean_se(e["ll_mse"]),
             ll_bias=mean_se(e["ll_bias"]),
             kl=mean_se(e["kl"]),
             bures=mean_se(e["bures"]),
         )
+        if "grad_var" in d:
+            results[name]["grad_var"] = d["grad_var"]
+            results[name]["grad_mean"] = d["grad_mean"]
         if name != "diffusion":
             results[name]["diff_vs_diffusion"] = {
                 m: mean_se(evals["diffusion"][m] - e[m]) for m in ("ll_mse", "kl", "bures")
             }
-
-    # 3. gradient variance at θ* on the first evaluation set (chosen settings)
-    ys0 = datasets[0]
-    grad_keys = jax.random.split(jax.random.PRNGKey(11), S)
-    for name in ("diffusion", "soft", "gumbel", "ot"):
-        _, static, hp = chosen[name]
-        g = jax.jit(
-            jax.vmap(
-                jax.grad(lambda th, k, s=static, h=hp: pf(s, h, th, ys0, k).log_likelihood),
-                in_axes=(None, 0),
-            )
-        )(THETA_TRUE, grad_keys)
-        g = np.asarray(g)
-        results[name]["grad_var"] = float(np.trace(np.cov(g.T)))
-        results[name]["grad_mean"] = g.mean(0).tolist()
-    kf_grad = jax.grad(lambda th: kalman_filter(lgssm(th), ys0).log_likelihood)(THETA_TRUE)
-    results["kalman_grad"] = np.asarray(kf_grad).tolist()
+    results["kalman_grad"] = by_name["diffusion"]["kalman_grad"]
     for name in names:
         log(name, json.dumps(results[name]))
 
@@ -224,6 +350,7 @@ def main():
             verdicts[b][m] = "tie" if abs(d) <= 2 * se else ("diffusion" if d < 0 else b)
     ours, base = results["diffusion"]["ll_rmse"], results[best_base]["ll_rmse"]
     d, se = results[best_base]["diff_vs_diffusion"]["ll_mse"]
+    R = sizes["R"]
     line = {
         "package": "diffusion-resampling",
         "claim": (
@@ -240,16 +367,28 @@ def main():
         "ratio": round(ours / base, 4),
         "seconds": round(time.time() - t0, 1),
     }
+    cpu_children = sum(t["cpu_s"]["compile"] + t["cpu_s"]["run"] for t in timing.values())
     full = dict(
         line,
         quick=args.quick,
-        sizes=dict(R_tune=R_tune, G_tune=G_tune, R=R, G=G, S=S),
+        sizes=sizes,
+        chunk=CHUNK,
+        workers=args.workers,
+        timing=dict(
+            wall_s=line["seconds"],
+            cpu_s=round(time.process_time() - c0 + children_cpu(), 1),
+            main_process_cpu_s=round(time.process_time() - c0, 1),
+            methods_cpu_s=round(cpu_children, 1),
+            compile_cpu_s=round(sum(t["cpu_s"]["compile"] for t in timing.values()), 1),
+            per_method=timing,
+        ),
         tuning=tuning,
         results=results,
         verdicts=verdicts,
+        machine=machine(),
     )
     name = "reproduce_quick.json" if args.quick else "reproduce.json"
-    (pathlib.Path(__file__).parent / name).write_text(json.dumps(full, indent=1))
+    (HERE / name).write_text(json.dumps(full, indent=1))
     print(json.dumps(line))
 
 

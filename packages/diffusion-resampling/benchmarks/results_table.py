@@ -1,7 +1,8 @@
 """Print the README results tables (markdown) from the reproduce JSON and gms.json.
 
 ``python results_table.py`` reads reproduce_quick.json (the README's run); ``--full`` reads
-reproduce.json, written by a full (non --quick) run.
+reproduce.json, written by a full (non --quick) run, and says so and falls back to the quick run
+when no full run has been written (none is committed).
 """
 
 import json
@@ -16,8 +17,18 @@ def pm(v, f):
 
 
 def lgssm():
-    name = "reproduce.json" if "--full" in sys.argv[1:] else "reproduce_quick.json"
+    name = "reproduce_quick.json"
+    if "--full" in sys.argv[1:]:
+        if (HERE / "reproduce.json").exists():
+            name = "reproduce.json"
+        else:
+            print(
+                "no full run: benchmarks/reproduce.json does not exist "
+                "(write it with `python reproduce.py`); showing reproduce_quick.json",
+                file=sys.stderr,
+            )
     r = json.loads((HERE / name).read_text())
+    print(f"from {name}: {json.dumps(r['sizes'])}\n")
     res = r["results"]
     print(
         "| method (setting tuned on held-out sets) | LL RMSE | LL bias | KL | Bures | grad var "
@@ -37,7 +48,21 @@ def lgssm():
             f"| {pm(e['kl'], '.4f')} | {pm(e['bures'], '.4f')} | {gv} | {deltas} |"
         )
     print(f"\nverdicts (|Δ| ≤ 2 s.e. is a tie): {json.dumps(r['verdicts'])}")
-    print(f"seconds: {r['seconds']}")
+    line = {k: r[k] for k in ("ours", "baseline", "ratio")}
+    print(f"JSON line: {json.dumps(line)}")
+    t = r.get("timing")
+    if t:
+        print(
+            f"seconds: {r['seconds']} wall with {r.get('workers', 1)} worker(s); CPU seconds: "
+            f"{t['methods_cpu_s']} in the methods ({t['compile_cpu_s']} compiling) + "
+            f"{t['main_process_cpu_s']} in the main process"
+        )
+    else:
+        print(f"seconds: {r['seconds']}")
+    if "machine" in r:
+        print(
+            f"machine: {r['machine'].get('cpu')}, {r['machine'].get('logical_cpus')} logical CPUs"
+        )
 
 
 def gms():

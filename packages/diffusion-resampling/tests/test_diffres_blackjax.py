@@ -1,5 +1,7 @@
 """blackjax adapter: identical to blackjax's own step for index resamplers; diffusion plugs in."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +15,7 @@ from icml26_diffusion_resampling import (  # noqa: E402
     LinearGaussianSSM,
     diffusion_resample,
     particle_filter,
+    soft_resample,
     systematic_resample,
 )
 from icml26_diffusion_resampling.blackjax import (  # noqa: E402
@@ -52,6 +55,93 @@ def test_index_resampler_reproduces_blackjax_step():
     np.testing.assert_allclose(
         ours_info.log_likelihood_increment, ref_info.log_likelihood_increment, atol=1e-5
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# a resampler with non-uniform output weights, against blackjax's own base.step
+#
+# blackjax's step resamples by indices and weights the moved particles by G alone. A resampler
+# whose output weights W̃ are not uniform is expressed in blackjax's own terms by carrying a
+# per-particle log-weight c through the index gather and adding log W̃ = log_softmax(c[idx]) in
+# the weight function: blackjax then computes log Z = logsumexp(log G + log W̃ + log N) − log N
+# = log Σ_j W̃_j G_j and weights ∝ W̃_j G_j, which is what `blackjax_step` must return.
+# ---------------------------------------------------------------------------------------------
+
+_ALPHA = 0.3
+
+
+def _soft_reference(alpha):
+    """Soft resampling in blackjax's index contract: ancestors ~ q = α w + (1 − α)/N, and the
+    carried log-weight log w_i − log q_i (written here from the definition)."""
+
+    def resample_fn(key, weights, n):
+        q = alpha * weights + (1.0 - alpha) / weights.shape[0]
+        return jax.random.categorical(key, jnp.log(q), shape=(n,))
+
+    def carried(weights):
+        q = alpha * weights + (1.0 - alpha) / weights.shape[0]
+        return jnp.log(weights) - jnp.log(q)
+
+    return resample_fn, carried
+
+
+def _no_resampling_reference():
+    """No resampling: ancestors 0..N-1 and the incoming weights carried unchanged."""
+    return (lambda key, weights, n: jnp.arange(n)), jnp.log
+
+
+_WEIGHTED = {
+    "soft": (functools.partial(soft_resample, alpha=_ALPHA), _soft_reference(_ALPHA)),
+    # unnormalised output log-weights (log W + 3): the step must normalise them
+    "none": (lambda key, log_w, x: (log_w + 3.0, x), _no_resampling_reference()),
+}
+
+
+@pytest.mark.parametrize("case", list(_WEIGHTED))
+def test_weighted_output_resampler_matches_blackjax_base_step(case):
+    resampler, (ref_resample_fn, carried) = _WEIGHTED[case]
+    state, update_fn, weight_fn = _setup()
+    # strongly non-uniform incoming weights, so the resampler's output weights are far from 1/N
+    state = state._replace(weights=jax.nn.softmax(2.0 * jnp.log(state.weights)))
+    n = state.weights.shape[0]
+    key = jax.random.PRNGKey(5)
+
+    ref_state = base.SMCState(
+        {"p": state.particles, "c": carried(state.weights)}, state.weights, {}
+    )
+
+    def ref_update(keys, ps, params):
+        moved, info = update_fn(keys, ps["p"], params)
+        return {"p": moved, "c": ps["c"]}, info
+
+    def ref_weight(ps):
+        return weight_fn(ps["p"]) + jax.nn.log_softmax(ps["c"]) + jnp.log(n)
+
+    ref_out, ref_info = jax.jit(
+        lambda k, s: base.step(k, s, ref_update, ref_weight, ref_resample_fn)
+    )(key, ref_state)
+    out, info = jax.jit(lambda k, s: blackjax_step(k, s, update_fn, weight_fn, resampler))(
+        key, state
+    )
+
+    eps = float(jnp.finfo(jnp.float32).eps)
+    for leaf in ("a", "b"):  # same ancestors, same moves
+        np.testing.assert_allclose(
+            out.particles[leaf], ref_out.particles["p"][leaf], rtol=8 * eps, atol=8 * eps
+        )
+    ref_w = np.asarray(ref_out.weights)
+    np.testing.assert_allclose(
+        out.weights, ref_w, rtol=8 * eps, atol=8 * eps * ref_w.max() * np.sqrt(n)
+    )
+    ref_z = float(ref_info.log_likelihood_increment)
+    atol = 8 * eps * max(abs(ref_z), 1.0) * np.sqrt(n)
+    np.testing.assert_allclose(float(info.log_likelihood_increment), ref_z, rtol=0, atol=atol)
+    # headroom: ignoring the output weights (blackjax's log mean G on the same particles) is off
+    # by far more than the tolerance, so the comparison can tell the two apart
+    log_g = weight_fn(ref_out.particles["p"])
+    uniform_z = float(jax.scipy.special.logsumexp(log_g) - jnp.log(n))
+    assert abs(uniform_z - ref_z) > 1e3 * atol
+    assert float(jnp.max(jnp.abs(ref_w - jax.nn.softmax(log_g)))) > 1e3 * 8 * eps
 
 
 def test_diffusion_resampler_in_blackjax_step_is_differentiable():
@@ -179,3 +269,14 @@ def test_waste_free_num_resampled_is_honoured():
         jax.random.PRNGKey(0), jnp.zeros(n), state.particles, num_resampled=16
     )
     assert y.shape == (16, 2)
+
+
+def test_zero_particles_and_bad_num_resampled_raise_naming_the_argument():
+    wrapped = index_resampler(resampling.systematic)
+    with pytest.raises(ValueError, match="log_w must have shape \\(N,\\) with N >= 1"):
+        wrapped(jax.random.PRNGKey(0), jnp.zeros(0), jnp.zeros((0, 2)))
+    with pytest.raises(ValueError, match="num_resampled must be a positive int"):
+        wrapped(jax.random.PRNGKey(0), jnp.zeros(4), jnp.zeros((4, 2)), num_resampled=0)
+    state, update_fn, weight_fn = _setup(8)
+    with pytest.raises(ValueError, match="num_resampled must be a positive int"):
+        blackjax_step(jax.random.PRNGKey(0), state, update_fn, weight_fn, diffusion_resample, 0)

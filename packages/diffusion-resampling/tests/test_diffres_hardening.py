@@ -1,6 +1,8 @@
 """Issue 32: traced validation, the official integrators and time grids, the generic reference,
 (N, ...) and pytree particles, the converged OT default."""
 
+import importlib.util
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +20,8 @@ from icml26_diffusion_resampling import (
     particle_filter,
     sinkhorn_plan_ref,
     soft_resample,
+    stop_gradient_resample,
+    stratified_resample,
     systematic_resample,
 )
 from jax.experimental import checkify
@@ -101,6 +105,74 @@ def test_baselines_poison_their_output_under_jit(resampler):
     err, _ = checkify.checkify(jax.jit(resampler))(KEY, lw.at[1].set(jnp.nan), x)
     with pytest.raises(Exception, match="log_w contains NaN"):
         err.throw()
+
+
+_ALL_RESAMPLERS = {
+    "diffusion": diffusion_resample,
+    "diffusion_sde_tweedie": lambda k, lw, x: diffusion_resample(
+        k, lw, x, ode=False, integrator="tweedie"
+    ),
+    "multinomial": multinomial_resample,
+    "systematic": systematic_resample,
+    "stratified": stratified_resample,
+    "stop_gradient": stop_gradient_resample,
+    "soft": lambda k, lw, x: soft_resample(k, lw, x, alpha=0.5),
+    "gumbel": lambda k, lw, x: gumbel_softmax_resample(k, lw, x, tau=0.3),
+}
+
+
+@pytest.mark.parametrize("name", list(_ALL_RESAMPLERS))
+@pytest.mark.parametrize("where", ["particle", "weight"])
+def test_nan_inputs_give_nan_log_weights_and_particles_under_plain_jit(name, where):
+    """Issue 50: a NaN particle used to come back with finite uniform log-weights under jit."""
+    lw, x = map(jnp.asarray, _inputs())
+    if where == "particle":
+        x = x.at[2, 1].set(jnp.nan)
+    else:
+        lw = lw.at[4].set(jnp.nan)
+    out_lw, y = jax.jit(_ALL_RESAMPLERS[name])(KEY, lw, x)
+    assert out_lw.shape == (N,) and np.isnan(np.asarray(out_lw)).all()
+    assert np.isnan(np.asarray(y)).all()
+    # valid inputs: finite log-weights that normalise
+    out_lw, y = jax.jit(_ALL_RESAMPLERS[name])(KEY, *map(jnp.asarray, _inputs()))
+    assert np.isfinite(np.asarray(y)).all()
+    np.testing.assert_allclose(float(jax.scipy.special.logsumexp(out_lw)), 0.0, atol=1e-5)
+
+
+def test_generic_and_ot_nan_particles_give_nan_log_weights_under_plain_jit():
+    lw, x = map(jnp.asarray, _inputs())
+    x = x.at[0, 0].set(jnp.nan)
+    ts = jnp.linspace(0.0, 1.0, 4)
+    generic = jax.jit(
+        lambda lw, x: diffusion_resample_generic(
+            KEY,
+            lw,
+            x,
+            ref_sampler=lambda k: jax.random.normal(k, (N, D)),
+            logpdf_trans=lambda xt, xs, t, s: -0.5 * jnp.sum((xt - xs) ** 2, axis=-1),
+            score_ref=lambda z: -z,
+            b=1.0,
+            ts=ts,
+        )
+    )
+    out_lw, _ = generic(lw, x)
+    assert np.isnan(np.asarray(out_lw)).all()
+    if importlib.util.find_spec("ott") is not None:
+        out_lw, _ = jax.jit(lambda lw, x: ot_resample(KEY, lw, x, max_iterations=20))(lw, x)
+        assert np.isnan(np.asarray(out_lw)).all()
+
+
+def test_zero_particles_and_bad_num_resampled_name_the_argument():
+    """Issue 50: N = 0 used to report 'num_resampled must be a positive int; got None'."""
+    with pytest.raises(ValueError, match="x must hold at least one particle"):
+        diffusion_resample(KEY, jnp.zeros(0), jnp.zeros((0, 2)))
+    with pytest.raises(ValueError, match="x must hold at least one particle"):
+        systematic_resample(KEY, jnp.zeros(0), jnp.zeros((0, 2)))
+    lw, x = _inputs()
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="num_resampled must be a positive int"):
+            diffusion_resample(KEY, lw, x, num_resampled=bad)
+    assert diffusion_resample(KEY, lw, x, num_resampled=np.int64(5))[1].shape == (5, D)
 
 
 def test_particle_filter_nan_observation_raises_under_checkify():

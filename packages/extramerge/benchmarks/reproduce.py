@@ -19,6 +19,9 @@ seed):
              chosen on `select` from {0} U ALPHAS (6 candidates + alpha = 0, the SMA itself)
   extra_pc1  the same with direction "pc1"
   extra_lag  ablation without a line search: alpha = (W - 1) / 2 (lag compensation), W on `select`
+  extra_ema, extra_ema_pc1
+             Extra-Merge on the EMA trajectory (not in the paper; issue 46): the last TRAJ EMA
+             states with the chosen decay, direction "diff" / "pc1", alpha on `select`
   decay      the decay-branch model (extra gradient steps: the headroom, not a competitor)
 
 All numbers are cross-entropy (nats / char) on `report`, which nothing is tuned on. 95% intervals
@@ -26,6 +29,10 @@ are Student-t over paired seed differences. Everything is seeded (torch determin
 
     python benchmarks/reproduce.py --quick       # AdamW, 3 seeds (see README for the time)
     python benchmarks/reproduce.py               # AdamW and Muon, 3 seeds, bigger model
+    python benchmarks/reproduce.py --scale --device cuda --seeds 4  # (--seed-start N to add)
+                                                 # scale study: 0.1M..11M GPTs on the CPython
+                                                 # stdlib sources (a GPU; ~165 s per seed on H200)
+    python benchmarks/reproduce.py --tables      # the README's results from the committed JSON
 Progress goes to stderr; the last stdout line is one JSON object; the full JSON is written to
 benchmarks/reproduce_results.json (reproduce_results_quick.json with --quick).
 """
@@ -44,13 +51,31 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from icml26_extramerge import ema, extra_merge, merged_trajectory, rank1_report, sma
+from icml26_extramerge import (
+    ema,
+    ema_trajectory,
+    extra_merge,
+    merged_trajectory,
+    rank1_report,
+    sma,
+)
 from torch import nn
 
 WINDOWS = (2, 4, 8, 12, 16, 24)  # SMA windows (checkpoints)
 DECAYS = (0.5, 0.75, 0.875, 0.9, 0.9375, 0.96)  # EMA decays (horizons ~2..25 checkpoints)
 ALPHAS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # Extra-Merge line-search coefficients (merged steps)
 TRAJ = 16  # merged checkpoints in the trajectory Extra-Merge reads (for "pc1"; "diff" uses 2)
+ARMS = (
+    "last",
+    "sma",
+    "ema",
+    "extra",
+    "extra_pc1",
+    "extra_ema",
+    "extra_ema_pc1",
+    "extra_lag",
+    "decay",
+)
 T_CRIT_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 9: 2.262}
 
 
@@ -78,9 +103,45 @@ def load_text() -> tuple[dict[str, torch.Tensor], int]:
     return ids, len(chars)
 
 
+def load_stdlib_text() -> tuple[dict[str, torch.Tensor], int]:
+    """The scale study's larger corpus: CPython's own standard-library sources (*.py, no tests),
+    split BY FILE into train / select / report (8 / 1 / 1 by a hash of the relative path).
+    Depends on the Python version that runs it (recorded in the JSON)."""
+    import sysconfig
+
+    root = sysconfig.get_paths()["stdlib"]
+    parts: dict[str, list[bytes]] = {"train": [], "select": [], "report": []}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if d not in ("test", "tests", "idle_test", "site-packages", "dist-packages")
+            and not d.startswith(("__", "."))
+        )
+        for fn in sorted(filenames):
+            if not fn.endswith(".py"):
+                continue
+            rel = os.path.normpath(os.path.join(rel_dir, fn))
+            with open(os.path.join(dirpath, fn), "rb") as f:
+                raw = f.read()
+            h = zlib.crc32(rel.encode()) % 10
+            split = "select" if h == 0 else "report" if h == 1 else "train"
+            parts[split].append(raw)
+    data = {k: b"\n".join(v) for k, v in parts.items()}
+    table = torch.full((256,), -1, dtype=torch.long)
+    present = sorted(set().union(*(set(v) for v in data.values())) & set(range(9, 127)))
+    table[torch.tensor(present)] = torch.arange(len(present))
+    ids = {}
+    for k, v in data.items():
+        x = table[torch.frombuffer(bytearray(v), dtype=torch.uint8).long()]
+        ids[k] = x[x >= 0]  # non-ASCII / control bytes dropped
+    return ids, len(present)
+
+
 def windows(data: torch.Tensor, n: int, block: int, g: torch.Generator) -> torch.Tensor:
     starts = torch.randint(0, len(data) - block - 1, (n,), generator=g)
-    return torch.stack([data[s : s + block + 1] for s in starts])  # (n, block + 1)
+    return data[starts[:, None] + torch.arange(block + 1)]  # (n, block + 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,7 +191,7 @@ class GPT(nn.Module):
                 nn.init.normal_(m.weight, std=0.02)
 
     def forward(self, idx):  # (B, T) -> (B, T, V)
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for blk in self.blocks:
             x = blk(x)
         return self.head(self.ln(x))
@@ -172,7 +233,12 @@ def optimizers(model: nn.Module, kind: str, lr: float):
 
 
 def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items() if k != "head.weight"}
+    """CPU copy without the tied head key (merging runs on the CPU, training on `device`)."""
+    return {
+        k: v.detach().to("cpu", copy=True)
+        for k, v in model.state_dict().items()
+        if k != "head.weight"
+    }
 
 
 def paired(a: np.ndarray, b: np.ndarray) -> dict:
@@ -190,10 +256,12 @@ def paired(a: np.ndarray, b: np.ndarray) -> dict:
 # ---------------------------------------------------------------------------------------------
 # one run
 # ---------------------------------------------------------------------------------------------
-def run(seed: int, opt_kind: str, cfg: GPTConfig, sched: dict, data, evals) -> dict:
+def run(
+    seed: int, opt_kind: str, cfg: GPTConfig, sched: dict, data, evals, device: str = "cpu"
+) -> dict:
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(1000 + seed)
-    model = GPT(cfg)
+    model = GPT(cfg).to(device)
     opts = optimizers(model, opt_kind, sched["lr"])
     base_lr = [[pg["lr"] for pg in o.param_groups] for o in opts]
     warm, stable, every, n_ck, dec = (
@@ -205,7 +273,7 @@ def run(seed: int, opt_kind: str, cfg: GPTConfig, sched: dict, data, evals) -> d
         for o, lrs in zip(opts, base_lr):
             for pg, lr0 in zip(o.param_groups, lrs):
                 pg["lr"] = lr0 * lr_mult
-        xy = windows(data["train"], sched["batch"], cfg.block, gen)
+        xy = windows(data["train"], sched["batch"], cfg.block, gen).to(device)
         logits = model(xy[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), xy[:, 1:].reshape(-1))
         for o in opts:
@@ -231,7 +299,7 @@ def run(seed: int, opt_kind: str, cfg: GPTConfig, sched: dict, data, evals) -> d
     for o, s in zip(opts, opt_state):
         o.load_state_dict(s)
 
-    ev_model = GPT(cfg)
+    ev_model = GPT(cfg).to(device)
     sel, rep = make_eval(ev_model, evals["select"]), make_eval(ev_model, evals["report"])
 
     def load(sd):  # state dicts without the tied head key
@@ -252,6 +320,15 @@ def run(seed: int, opt_kind: str, cfg: GPTConfig, sched: dict, data, evals) -> d
     traj = merged_trajectory(ckpts[-(w_best + TRAJ - 1) :], window=w_best)
     for name, direction in (("extra", "diff"), ("extra_pc1", "pc1")):
         r = extra_merge(traj, direction=direction, eval_fn=lambda sd: sel(load(sd)), alphas=ALPHAS)
+        out[name], out[f"{name}_alpha"] = rep(load(r.state_dict)), r.alpha
+        out[f"{name}_select_curve"] = {str(a): v for a, v in r.losses.items()}
+    # Extra-Merge on the EMA trajectory (issue 46; not in the paper, which extrapolates an SMA):
+    # the last TRAJ states m_k of the EMA with the decay chosen above, g = m_K - m_{K-1}
+    # = (1 - b)(theta_K - m_{K-1}) ("diff") or the slope-scaled PC1 of the states ("pc1"),
+    # alpha on `select` over {0} U ALPHAS (alpha = 0 is the EMA itself)
+    etraj = ema_trajectory(ckpts, d_best, last=TRAJ)
+    for name, direction in (("extra_ema", "diff"), ("extra_ema_pc1", "pc1")):
+        r = extra_merge(etraj, direction=direction, eval_fn=lambda sd: sel(load(sd)), alphas=ALPHAS)
         out[name], out[f"{name}_alpha"] = rep(load(r.state_dict)), r.alpha
         out[f"{name}_select_curve"] = {str(a): v for a, v in r.losses.items()}
     # ablation, no line search: alpha = (W - 1) / 2 moves the SMA's centroid (which lags the
@@ -275,17 +352,17 @@ def run(seed: int, opt_kind: str, cfg: GPTConfig, sched: dict, data, evals) -> d
         f"[{opt_kind} seed {seed}] last {out['last']:.4f} sma(W={w_best}) {out['sma']:.4f} "
         f"ema({d_best}) {out['ema']:.4f} extra(a={out['extra_alpha']}) {out['extra']:.4f} "
         f"extra_pc1(a={out['extra_pc1_alpha']}) {out['extra_pc1']:.4f} "
-        f"extra_lag(W={out['extra_lag_window']}) {out['extra_lag']:.4f} decay {out['decay']:.4f} "
+        f"extra_lag(W={out['extra_lag_window']}) {out['extra_lag']:.4f} "
+        f"extra_ema(a={out['extra_ema_alpha']}) {out['extra_ema']:.4f} "
+        f"extra_ema_pc1(a={out['extra_ema_pc1_alpha']}) {out['extra_ema_pc1']:.4f} "
+        f"decay {out['decay']:.4f} "
         f"EVR merged {out['evr_merged']:.3f} raw {out['evr_raw']:.3f}"
     )
     return out
 
 
 def summarise(runs: list[dict]) -> dict:
-    arr = {
-        k: np.array([r[k] for r in runs])
-        for k in ("last", "sma", "ema", "extra", "extra_pc1", "extra_lag", "decay")
-    }
+    arr = {k: np.array([r[k] for r in runs]) for k in ARMS}
     best_merge = np.minimum(
         arr["sma"], arr["ema"]
     )  # the better standard merge, per seed (on report)
@@ -295,6 +372,8 @@ def summarise(runs: list[dict]) -> dict:
     s["extra_minus_best_merge_oracle_pick"] = paired(arr["extra"], best_merge)
     s["extra_pc1_minus_sma"] = paired(arr["extra_pc1"], arr["sma"])
     s["extra_lag_minus_sma"] = paired(arr["extra_lag"], arr["sma"])
+    s["extra_ema_minus_ema"] = paired(arr["extra_ema"], arr["ema"])
+    s["extra_ema_pc1_minus_ema"] = paired(arr["extra_ema_pc1"], arr["ema"])
     s["sma_minus_last"] = paired(arr["sma"], arr["last"])
     s["extra_minus_decay"] = paired(arr["extra"], arr["decay"])
     gap = arr["last"] - arr["decay"]
@@ -313,11 +392,12 @@ def headline_row(results: dict) -> dict:
 
     (EMA beat SMA on every seed; SMA, the merge Extra-Merge extrapolates, is in the claim text.)
     """
-    kind = next(k for k in results if k not in ("config", "seconds"))
+    kind = next(k for k in results if k not in ("config", "seconds", "machine"))
     head = results[kind]["summary"]
     n_params = results["config"]["params"]
     seeds = results["config"]["seeds"]
     e, d = head["extra_minus_ema"], head["extra_minus_sma"]
+    x = head["extra_ema_minus_ema"]
     return {
         "package": "extramerge",
         "claim": (
@@ -325,6 +405,8 @@ def headline_row(results: dict) -> dict:
             f"char GPT {n_params / 1e6:.2f}M, {kind}, {seeds} paired seeds: diff {e['mean']:+.4f} "
             f"[{e['ci95'][0]:+.4f}, {e['ci95'][1]:+.4f}], wins {e['wins']}/{e['n']}; vs SMA "
             f"{d['mean']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}], wins {d['wins']}/{d['n']}; "
+            f"Extra-Merge on EMA vs EMA {x['mean']:+.4f} [{x['ci95'][0]:+.4f}, {x['ci95'][1]:+.4f}], "
+            f"wins {x['wins']}/{x['n']}; "
             f"last {head['last']:.4f}, decay oracle {head['decay']:.4f}; "
             f"EVR(PC1) merged {head['evr_merged']:.2f} vs raw {head['evr_raw']:.2f}"
         ),
@@ -336,23 +418,247 @@ def headline_row(results: dict) -> dict:
     }
 
 
+# ---------------------------------------------------------------------------------------------
+# scale study (issue 46): the same protocol at several model sizes, on the stdlib corpus
+# ---------------------------------------------------------------------------------------------
+SCALE_SIZES = {  # name: (n_layer, n_embd, n_head); parameters ~ 12 L d^2 + embeddings
+    "0.1M": (2, 64, 4),
+    "0.8M": (4, 128, 4),
+    "3.2M": (4, 256, 8),
+    "11M": (6, 384, 6),
+}
+SCALE_SCHED = dict(warmup=100, stable=2000, every=10, n_ckpt=48, decay=400, batch=64)
+SCALE_BLOCK, SCALE_EVAL = 128, 8
+
+
+def scale_lr(n_embd: int) -> float:
+    """AdamW peak LR per width (fixed before any run: 1e-2 at width 64, ~ 1/sqrt(width))."""
+    return 1e-2 * (64 / n_embd) ** 0.5
+
+
+def t_interval(x: np.ndarray) -> list[float]:
+    n = len(x)
+    if n < 2:
+        return [float("nan"), float("nan")]
+    half = T_CRIT_95.get(n - 1, 1.96) * x.std(ddof=1) / math.sqrt(n)
+    return [float(x.mean() - half), float(x.mean() + half)]
+
+
+def scale_summary(runs: list[dict]) -> dict:
+    s = summarise(runs)
+    evr = np.array([r["evr_merged"] for r in runs])
+    s["evr_merged_ci95"] = t_interval(evr)
+    s["evr_merged_above_0.94_runs"] = int((evr > 0.94).sum())
+    s["alphas_extra"] = [r["extra_alpha"] for r in runs]
+    s["alphas_extra_ema"] = [r["extra_ema_alpha"] for r in runs]
+    return s
+
+
+def machine(device: str) -> dict:
+    import platform
+
+    m = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "device": device,
+    }
+    if device.startswith("cuda"):
+        m["gpu"] = torch.cuda.get_device_name(0)
+    return m
+
+
+def main_scale(args) -> None:
+    t0 = time.time()
+    data, vocab = load_stdlib_text()
+    sched = dict(SCALE_SCHED)
+    block, n_eval = SCALE_BLOCK, SCALE_EVAL
+    if args.smoke:  # a CPU check of the code path only (not a result)
+        sched.update(warmup=10, stable=480, decay=20, batch=8)
+        block, n_eval = 32, 2
+    sizes = args.sizes.split(",")
+    ge = torch.Generator().manual_seed(12345)
+    evals = {
+        k: windows(data[k], n_eval * 64, block, ge).view(n_eval, 64, block + 1).to(args.device)
+        for k in ("select", "report")
+    }
+    log(
+        f"stdlib corpus chars {[len(data[k]) for k in ('train', 'select', 'report')]}, vocab {vocab}"
+    )
+    res: dict = {
+        "config": {
+            "corpus": "CPython stdlib *.py (no tests), split by file 8/1/1",
+            "chars": {k: len(v) for k, v in data.items()},
+            "vocab": vocab,
+            "block": block,
+            "n_eval_batches": n_eval,
+            "schedule": sched,
+            "sizes": {},
+            "windows": WINDOWS,
+            "decays": DECAYS,
+            "alphas": ALPHAS,
+            "smoke": args.smoke,
+        },
+        "machine": machine(args.device),
+        "sizes": {},
+    }
+    out_path = args.out or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "reproduce_results_scale.json"
+    )
+    cfgs = {}
+    for name in sizes:
+        n_layer, n_embd, n_head = SCALE_SIZES[name]
+        cfgs[name] = GPTConfig(
+            vocab=vocab, block=block, n_layer=n_layer, n_embd=n_embd, n_head=n_head
+        )
+        n_params = sum(p.numel() for p in GPT(cfgs[name]).parameters())
+        res["config"]["sizes"][name] = {
+            **cfgs[name].__dict__,
+            "params": n_params,
+            "lr": scale_lr(n_embd),
+        }
+        res["sizes"][name] = {"runs": []}
+    # seeds outer, sizes inner: a time budget that runs out leaves every size with equal seeds
+    for seed in range(args.seed_start, args.seed_start + args.seeds):
+        if args.time_budget and time.time() - t0 > args.time_budget:
+            log(f"time budget {args.time_budget} s reached before seed {seed}")
+            break
+        for name in sizes:
+            ts = time.time()
+            sch = {**sched, "lr": scale_lr(cfgs[name].n_embd)}
+            r = run(seed, "adamw", cfgs[name], sch, data, evals, device=args.device)
+            r["seconds"] = round(time.time() - ts, 1)
+            res["sizes"][name]["runs"].append(r)
+            log(f"[{name}] seed {seed} in {r['seconds']} s")
+        for name in sizes:
+            runs = res["sizes"][name]["runs"]
+            if len(runs) >= 2:
+                res["sizes"][name]["summary"] = scale_summary(runs)
+        res["seconds"] = round(time.time() - t0, 1)
+        with open(out_path, "w") as f:  # after every seed: a killed run keeps what it finished
+            json.dump(res, f, indent=1)
+    for name in sizes:
+        sm = res["sizes"][name].get("summary")
+        if sm:
+            log(
+                f"{name}: EVR merged {sm['evr_merged']:.3f} {sm['evr_merged_ci95']}, "
+                f"extra-ema {sm['extra_minus_ema']}, extra_ema-ema {sm['extra_ema_minus_ema']}"
+            )
+    print(json.dumps({"scale_results": out_path, "seconds": res.get("seconds")}))
+
+
+def _ci(d: dict) -> str:
+    return f"{d['mean']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}], lower on {d['wins']}/{d['n']}"
+
+
+def tables(quick_path: str, scale_path: str) -> str:
+    """The README's result lines, generated from the committed JSON files."""
+    lines = []
+    if os.path.exists(quick_path):
+        with open(quick_path) as f:
+            q = json.load(f)
+        s = q["adamw"]["summary"]
+        runs = q["adamw"]["runs"]
+        lines += [
+            "Quick run (`reproduce_results_quick.json`), paired differences, mean [95% t-interval]:",
+            "",
+            f"- Extra-Merge (SMA, diff) − EMA (headline): {_ci(s['extra_minus_ema'])}",
+            f"- Extra-Merge (SMA, diff) − SMA: {_ci(s['extra_minus_sma'])}",
+            f"- Extra-Merge (SMA, pc1) − SMA: {_ci(s['extra_pc1_minus_sma'])}",
+            f"- Extra-Merge on EMA (diff) − EMA: {_ci(s['extra_ema_minus_ema'])}",
+            f"- Extra-Merge on EMA (pc1) − EMA: {_ci(s['extra_ema_pc1_minus_ema'])}",
+            f"- lag-rule ablation − SMA: {_ci(s['extra_lag_minus_sma'])}",
+            f"- SMA − last: {_ci(s['sma_minus_last'])}",
+            f"- Extra-Merge − decay oracle: {_ci(s['extra_minus_decay'])}",
+            f"- EVR(PC1): merged {s['evr_merged']:.3f} vs raw {s['evr_raw']:.3f}",
+            "",
+            "| arm | report loss (mean) | per seed (chosen hyperparameter) |",
+            "|---|---|---|",
+        ]
+        for arm, label, hp in (
+            ("last", "last checkpoint", None),
+            ("sma", "SMA", "sma_window"),
+            ("ema", "EMA", "ema_decay"),
+            ("extra", "**Extra-Merge** (SMA, diff, α search)", "extra_alpha"),
+            ("extra_pc1", "Extra-Merge (SMA, pc1, α search)", "extra_pc1_alpha"),
+            ("extra_ema", "Extra-Merge on EMA (diff, α search)", "extra_ema_alpha"),
+            ("extra_ema_pc1", "Extra-Merge on EMA (pc1, α search)", "extra_ema_pc1_alpha"),
+            ("extra_lag", "ablation: diff, α = (W−1)/2", "extra_lag_window"),
+            ("decay", "decay branch (oracle)", None),
+        ):
+            per = ", ".join(
+                f"{r[arm]:.4f}" + (f" ({hp.split('_')[-1]} {r[hp]})" if hp else "") for r in runs
+            )
+            lines.append(f"| {label} | {s[arm]:.4f} | {per} |")
+        lines += [""]
+    if os.path.exists(scale_path):
+        with open(scale_path) as f:
+            sc = json.load(f)
+        cfgs = sc["config"]["sizes"]
+        lines += [
+            "| size (params) | seeds | EVR(PC1) merged [95%] | EVR raw | SMA − last | "
+            "Extra-Merge − EMA | Extra-Merge − SMA | Extra-Merge on EMA − EMA | α chosen (SMA / EMA) |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, v in sc["sizes"].items():
+            s = v.get("summary")
+            if not s:
+                continue
+            e = s["evr_merged_ci95"]
+            lines.append(
+                f"| {name} ({cfgs[name]['params'] / 1e6:.2f}M) | {len(v['runs'])} | "
+                f"{s['evr_merged']:.3f} [{e[0]:.3f}, {e[1]:.3f}] | {s['evr_raw']:.3f} | "
+                f"{_ci(s['sma_minus_last'])} | {_ci(s['extra_minus_ema'])} | "
+                f"{_ci(s['extra_minus_sma'])} | {_ci(s['extra_ema_minus_ema'])} | "
+                f"{s['alphas_extra']} / {s['alphas_extra_ema']} |"
+            )
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed-start", type=int, default=0, help="scale: first seed")
     ap.add_argument("--optimizers", default=None, help="comma list of adamw,muon")
     ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (training and evaluation)")
+    ap.add_argument(
+        "--scale", action="store_true", help="the scale study (sizes x seeds; meant for a GPU)"
+    )
+    ap.add_argument("--sizes", default=",".join(SCALE_SIZES), help="scale study sizes")
+    ap.add_argument("--smoke", action="store_true", help="scale study code path, tiny schedule")
+    ap.add_argument("--time-budget", type=float, default=None, help="scale: no new seed after")
+    ap.add_argument("--out", default=None, help="scale: results path")
     ap.add_argument(
         "--row-from", help="print the headline row of a saved results JSON (no training)"
     )
+    ap.add_argument("--tables", action="store_true", help="print the README's results (no run)")
     args = ap.parse_args()
+    if args.tables:
+        here = os.path.dirname(os.path.abspath(__file__))
+        print(
+            tables(
+                os.path.join(here, "reproduce_results_quick.json"),
+                os.path.join(here, "reproduce_results_scale.json"),
+            )
+        )
+        return
     if args.row_from:
         with open(args.row_from) as f:
             print(json.dumps(headline_row(json.load(f))))
         return
+    if args.device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        torch.set_num_threads(1)  # tiny matmuls: a second thread on 2 shared cores only adds waits
+        torch.use_deterministic_algorithms(True)
+    if args.scale:
+        main_scale(args)
+        return
     t0 = time.time()
-    torch.set_num_threads(1)  # tiny matmuls: a second thread on 2 shared cores only adds waits
-    torch.use_deterministic_algorithms(True)
     data, vocab = load_text()
     if args.quick:
         cfg = GPTConfig(vocab=vocab, block=32, n_layer=2, n_embd=64, n_head=4)
@@ -368,7 +674,9 @@ def main():
         n_eval = 24
     ge = torch.Generator().manual_seed(12345)
     evals = {
-        k: windows(data[k], n_eval * 64, cfg.block, ge).view(n_eval, 64, cfg.block + 1)
+        k: windows(data[k], n_eval * 64, cfg.block, ge)
+        .view(n_eval, 64, cfg.block + 1)
+        .to(args.device)
         for k in ("select", "report")
     }
     n_params = sum(p.numel() for p in GPT(cfg).parameters())
@@ -386,10 +694,13 @@ def main():
             "alphas": ALPHAS,
             "quick": args.quick,
             "seeds": args.seeds,
-        }
+        },
+        "machine": machine(args.device),
     }
     for kind in opt_kinds:
-        runs = [run(s, kind, cfg, sched, data, evals) for s in range(args.seeds)]
+        runs = [
+            run(s, kind, cfg, sched, data, evals, device=args.device) for s in range(args.seeds)
+        ]
         results[kind] = {"runs": runs, "summary": summarise(runs)}
         log(json.dumps(results[kind]["summary"], indent=1))
     results["seconds"] = round(time.time() - t0, 1)

@@ -69,3 +69,33 @@ def test_bad_arguments():
         sma([torch.zeros(3)])
     with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         sma(["/nonexistent/x.safetensors"])
+
+
+def test_empty_state_dicts_raise():
+    with pytest.raises(ValueError, match=r"trajectory\[0\]: empty state dict"):
+        extra_merge([{}, {}])
+    with pytest.raises(ValueError, match=r"checkpoint 0: empty state dict"):
+        sma([{}])
+    with pytest.raises(ValueError, match=r"checkpoint 1: empty state dict"):
+        merged_trajectory([_ck(0), {}], window=1)
+    with pytest.raises(ValueError, match=r"trajectory\[0\]: empty state dict"):
+        rank1_report([{}, {}])
+    ints = [{"n": torch.tensor(i)} for i in range(2)]
+    with pytest.raises(ValueError, match="trajectory: no floating-point tensors"):
+        extra_merge(ints)
+
+
+def test_mixed_float_dtypes_warn_naming_checkpoint_and_key():
+    a, b = _ck(0), _ck(1)
+    b["w"] = b["w"].to(torch.bfloat16)
+    with pytest.warns(UserWarning, match=r"checkpoint 1: floating dtypes differ.*'w'.*bfloat16"):
+        out = sma([a, b])
+    assert out["w"].dtype == torch.float32  # checkpoint 0's dtype, as the warning says
+    with pytest.warns(UserWarning, match=r"trajectory\[1\]: floating dtypes differ"):
+        extra_merge([a, b], alpha=1.0)
+    # same dtypes: no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sma([_ck(0), _ck(1)])

@@ -91,6 +91,45 @@ def test_callback_merges_and_extrapolates(tmp_path, optimizer):
     model.load_state_dict(out)
 
 
+class _StepCounter(transformers.TrainerCallback):
+    def __init__(self):
+        self.steps = 0
+
+    def on_step_end(self, args, state, control, **kw):
+        self.steps += 1
+
+
+def test_misconfigured_window_raises_before_training(tmp_path):
+    # the example: every=50 with max_steps=20 can never merge; it must fail in
+    # on_train_begin, before any step (so a user's save_model() after train() is not lost)
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(cfg)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=20,
+        per_device_train_batch_size=8,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    counter = _StepCounter()
+    trainer = transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=_Data(),
+        callbacks=[ExtraMergeCallback(every=50, window=3), counter],
+    )
+    with pytest.raises(ValueError, match=r"every=50.*max_steps=20"):
+        trainer.train()
+    assert counter.steps == 0
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
 def test_callback_too_few_snapshots_raises(tmp_path):
     cb = ExtraMergeCallback(every=100, window=3)
     with pytest.raises(RuntimeError, match="need 2"):

@@ -7,6 +7,7 @@ EXPECTED_ALL = [
     "Rank1Report",
     "__version__",
     "ema",
+    "ema_trajectory",
     "ema_weights",
     "extra_merge",
     "extrapolate",

@@ -5,6 +5,7 @@ import pytest
 import torch
 from icml26_extramerge import (
     ema,
+    ema_trajectory,
     ema_weights,
     load_checkpoint,
     merged_trajectory,
@@ -149,3 +150,37 @@ def test_save_checkpoint_writes_tied_keys():
         save_checkpoint(sd, d + "/x.safetensors")
         back = load_checkpoint(d + "/x.safetensors")
     assert torch.equal(back["wte"], emb) and torch.equal(back["lm_head"], emb)
+
+
+def test_ema_trajectory_is_the_recursion_and_matches_ema_prefixes():
+    th = _ckpts(7, dtype=torch.float64)
+    d = 0.6
+    traj = ema_trajectory(th, d)
+    assert len(traj) == 7
+    m = th[0]["w"].clone()
+    torch.testing.assert_close(traj[0]["w"], m, rtol=0, atol=0)
+    for k in range(1, 7):
+        m = d * m + (1 - d) * th[k]["w"]  # by hand
+        torch.testing.assert_close(traj[k]["w"], m, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(traj[k]["b"], ema(th[: k + 1], d)["b"], rtol=1e-12, atol=1e-12)
+        assert traj[k]["steps"].item() == 10 * k
+    # last / stride keep a suffix / every stride-th state
+    tail = ema_trajectory(iter(th), d, last=3)
+    assert [t["steps"].item() for t in tail] == [40, 50, 60]
+    for x, y in zip(tail, traj[-3:]):
+        assert torch.equal(x["w"], y["w"])
+    assert [t["steps"].item() for t in ema_trajectory(th, d, stride=3)] == [0, 30, 60]
+    with pytest.raises(ValueError, match="decay"):
+        ema_trajectory(th, 1.0)
+
+
+def test_extra_merge_on_an_ema_trajectory_uses_the_ema_increment():
+    from icml26_extramerge import extra_merge
+
+    th = _ckpts(6, dtype=torch.float64)
+    d = 0.75
+    traj = ema_trajectory(th, d)
+    r = extra_merge(traj, alpha=2.0, direction="diff")
+    # m_K - m_{K-1} = (1 - b)(theta_K - m_{K-1})
+    g = (1 - d) * (th[-1]["w"] - traj[-2]["w"])
+    torch.testing.assert_close(r.state_dict["w"], traj[-1]["w"] + 2.0 * g, rtol=1e-12, atol=1e-12)

@@ -80,3 +80,12 @@ def test_tied_keys_counted_once():
     assert rank1_report(traj).explained_variance_ratio == pytest.approx(
         rank1_report(untied).explained_variance_ratio, rel=1e-12
     )
+
+
+def test_report_unpacks_as_evr_direction_projections():
+    g = torch.Generator().manual_seed(4)
+    traj = [{"x": torch.randn(6, generator=g, dtype=torch.float64)} for _ in range(5)]
+    r = rank1_report(traj)
+    evr, u, p = r  # the tuple contract
+    assert evr == r.explained_variance_ratio and u is r.direction and p is r.projections
+    assert r.eigenvalues.shape == (5,) and isinstance(r.slope, float)  # extra fields kept

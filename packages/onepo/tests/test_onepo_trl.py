@@ -231,3 +231,24 @@ def test_train_runs_and_logs(tmp_path, char_tokenizer, tiny_lm):
     assert len(logged) == 2
     assert all(0.0 <= h["onepo/retirement_rate"] <= 1.0 for h in logged)
     assert any(h["onepo/teacher_token_fraction"] > 0 for h in logged)
+
+
+def test_trl_internals_are_checked_by_signature():
+    """A TRL whose private rollout/loss hooks moved is refused at import, naming the method."""
+    from icml26_onepo.trl import check_trl_internals
+    from trl import GRPOTrainer
+
+    check_trl_internals(GRPOTrainer)  # the installed (tested) TRL passes
+
+    class Moved(GRPOTrainer):
+        def _generate(self, prompts, images):  # a new required parameter
+            return super()._generate(prompts)
+
+    with pytest.raises(ImportError, match=r"_generate\('self', 'prompts', 'images'\)"):
+        check_trl_internals(Moved)
+
+    class Gone(GRPOTrainer):
+        _compute_loss = None
+
+    with pytest.raises(ImportError, match="_compute_loss"):
+        check_trl_internals(Gone)

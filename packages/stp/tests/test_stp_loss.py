@@ -317,3 +317,13 @@ def test_bad_inputs_raise_clear_errors():
         sample_span(5, max_length=0)
     with pytest.raises(ValueError, match="times"):
         sample_spans(spans, times=0)
+
+
+def test_empty_batch_is_a_clear_error():
+    empty_h, empty_spans = torch.zeros(0, 12, 4), torch.zeros(0, 2, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="`hidden` has batch size 0"):
+        stp_loss(empty_h, empty_spans)
+    with pytest.raises(ValueError, match="`spans` has batch size 0"):
+        sample_spans(empty_spans)
+    with pytest.raises(ValueError, match="`hidden` has batch size 0"):
+        curvature_loss(empty_h, empty_spans)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")
@@ -31,11 +34,11 @@ def tiny_model(tok, seed=0):
     return LlamaForCausalLM(cfg)
 
 
-def conv_dataset(n=8):
+def conv_dataset(n=8):  # cycles the 4 conversations, the multi-turn one included
     return datasets.Dataset.from_list([{"messages": CONVS[i % len(CONVS)]} for i in range(n)])
 
 
-def make(tok, tmp_path, cls=STPSFTTrainer, **kw):
+def make(tok, tmp_path, cls=STPSFTTrainer, dtype=torch.float32, **kw):
     base = dict(
         output_dir=str(tmp_path),
         per_device_train_batch_size=4,
@@ -51,7 +54,8 @@ def make(tok, tmp_path, cls=STPSFTTrainer, **kw):
     if cls is not STPSFTTrainer:  # same tokens and assistant-only labels, no spans
         ds = ds.map(lambda ex: tokenize_messages(tok, ex["messages"]), remove_columns=["messages"])
         ds = ds.remove_columns(["stp_spans"])
-    return cls(model=tiny_model(tok), args=args, train_dataset=ds, processing_class=tok)
+    model = tiny_model(tok).to(dtype)
+    return cls(model=model, args=args, train_dataset=ds, processing_class=tok)
 
 
 def first_batch(trainer):
@@ -146,3 +150,179 @@ def test_config_and_data_errors(bpe_tokenizer, tmp_path):
     b.pop("stp_spans")
     with pytest.raises(ValueError, match="stp_spans"):
         tr.compute_loss(tr.model, b)
+
+
+# ---------------------------------------------------------------------------- gradients
+# The gradient comparisons run in float64: the STP gradient divides by |patch|, and for
+# short patches float32 rounding is amplified to ~1e-3 of the gradient (measured: 8x1 and
+# 4x2 each sit ~5e-3 relative from the float64 update, while in float64 they agree to 1e-16).
+# TRL's fused LM head (trl.kernels.chunked_logprob) still computes the NTP log-probs in
+# float32, so the NTP part of a gradient carries float32 rounding.
+F64_EPS = torch.finfo(torch.float64).eps
+F32_EPS = torch.finfo(torch.float32).eps
+
+
+def tolerance(ref, n, eps=F64_EPS):
+    """Portable tolerance for a result reduced over n terms: 8 eps relative,
+    8 eps max|ref| sqrt(n) absolute (CONTRIBUTING: another CPU rounds differently)."""
+    return 8 * eps, 8 * eps * float(ref.abs().max()) * math.sqrt(n)
+
+
+def trainable(model):
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def test_gradient_is_ntp_plus_lambda_stp_of_a_separate_forward(bpe_tokenizer, tmp_path):
+    """autograd.grad(total) == grad(NTP) + lambda * grad(stp_loss(hidden_states[-1])), the
+    reference from a separate forward, a hand-written assistant-only CE and the same seed."""
+    lam = 0.5
+    tr = make(bpe_tokenizer, tmp_path, stp_lambda=lam, dtype=torch.float64)
+    b = first_batch(tr)
+    spans = b["stp_spans"].clone()
+    model = tr.model.train()
+    params = trainable(model)
+    tr._stp_generator.manual_seed(123)
+    g_total = torch.autograd.grad(tr.compute_loss(model, dict(b)), params)
+
+    out = model(
+        input_ids=b["input_ids"], attention_mask=b["attention_mask"], output_hidden_states=True
+    )
+    labels = b["labels"][:, 1:]  # (B, T-1): next-token targets, -100 off the assistant text
+    ntp = F.cross_entropy(out.logits[:, :-1].flatten(0, 1), labels.flatten(), ignore_index=-100)
+    stp = stp_loss(out.hidden_states[-1], spans, generator=torch.Generator().manual_seed(123))
+    g_ntp = torch.autograd.grad(ntp, params, retain_graph=True)
+    g_stp = torch.autograd.grad(
+        stp, params, allow_unused=True, materialize_grads=True
+    )  # no lm_head
+    n = b["input_ids"].numel()  # tokens reduced into each gradient entry
+    stp_share = 0.0
+    for gt, gn, gs in zip(g_total, g_ntp, g_stp):
+        want = gn + lam * gs
+        rtol, atol = tolerance(want, n)
+        rtol_ntp, atol_ntp = tolerance(gn, n, F32_EPS)  # TRL's float32 NTP kernel
+        atol += atol_ntp
+        torch.testing.assert_close(gt, want, rtol=rtol + rtol_ntp, atol=atol)
+        stp_share = max(stp_share, float((lam * gs).abs().max()) / max(atol, 1e-30))
+    assert stp_share > 100  # the STP part of the gradient is far above the tolerance
+
+
+def sgd_step(tok, path, bs, ga, lam=0.5):
+    """One SGD update (lr 1, no clipping, no decay) over the same 8 rows; returns the
+    parameter change, the parameters before, and the training logs."""
+    tr = make(
+        tok,
+        path,
+        dtype=torch.float64,
+        stp_lambda=lam,
+        per_device_train_batch_size=bs,
+        gradient_accumulation_steps=ga,
+        max_steps=1,
+        optim="sgd",
+        learning_rate=1.0,
+        lr_scheduler_type="constant",
+        weight_decay=0.0,
+        max_grad_norm=0.0,
+        logging_steps=1,
+    )
+    before = [p.detach().clone() for p in trainable(tr.model)]
+    tr.train()
+    delta = [p.detach() - b for p, b in zip(trainable(tr.model), before)]
+    logs = [x for x in tr.state.log_history if "ntp_loss" in x]
+    return delta, before, logs
+
+
+@pytest.fixture(scope="module")
+def accumulation_runs(bpe_tokenizer, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ga")
+    return {
+        (8, 1): sgd_step(bpe_tokenizer, tmp / "8x1", 8, 1),
+        (4, 2): sgd_step(bpe_tokenizer, tmp / "4x2", 4, 2),
+    }
+
+
+def test_accumulated_update_with_stp_equals_the_full_batch_update(accumulation_runs):
+    """4 x 2 accumulation and one batch of 8 take the same SGD step with lambda > 0:
+    STP is a per-micro-batch mean, so it must be averaged over the accumulation steps."""
+    full, before, _ = accumulation_runs[(8, 1)]
+    acc, _, _ = accumulation_runs[(4, 2)]
+    n = 8 * 64  # rows x an upper bound on the padded length: the reduction size
+    moved = 0.0
+    for d_full, d_acc, p0 in zip(full, acc, before):
+        rtol, atol = tolerance(d_full, n, F32_EPS)  # bounded by TRL's float32 NTP kernel
+        atol += 8 * F64_EPS * float(p0.abs().max())  # rounding of p + delta
+        torch.testing.assert_close(d_acc, d_full, rtol=rtol, atol=atol)
+        moved = max(moved, float(d_full.abs().max()))
+    assert moved > 1e-3
+
+
+def test_ntp_loss_log_does_not_depend_on_accumulation(accumulation_runs):
+    (log_full,) = accumulation_runs[(8, 1)][2]
+    (log_acc,) = accumulation_runs[(4, 2)][2]
+    for key in ("ntp_loss", "stp_loss"):
+        assert log_acc[key] == pytest.approx(log_full[key], rel=1e-5), key
+    # and it is the mean assistant-token NTP: about log(vocab) for a random-init model
+    assert 0.5 * math.log(120) < log_full["ntp_loss"] < 2 * math.log(120)
+
+
+class Recording(STPSFTTrainer):
+    """Records (returned loss, logged ntp, logged stp, logged lambda) of every train call."""
+
+    calls: list
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        m = self._metrics["train"]
+        if self.model.training:
+            self.calls.append(
+                (float(loss), m["ntp_loss"][-1], m["stp_loss"][-1], m["stp_lambda"][-1])
+            )
+        return loss
+
+
+def test_lambda_warmup_reaches_lambda_at_the_last_step(bpe_tokenizer, tmp_path):
+    lam, steps = 0.3, 4
+    Recording.calls = []
+    args = STPConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        max_steps=steps,
+        logging_steps=1,
+        learning_rate=1e-3,
+        stp_lambda=lam,
+        stp_lambda_warmup=True,
+        stp_min_lambda=0.0,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        seed=3,
+        max_length=None,
+    )
+    tr = Recording(
+        model=tiny_model(bpe_tokenizer),
+        args=args,
+        train_dataset=conv_dataset(),
+        processing_class=bpe_tokenizer,
+    )
+    tr.train()
+    logged = [x["stp_lambda"] for x in tr.state.log_history if "stp_lambda" in x]
+    want = [lam * k / (steps - 1) for k in range(steps)]  # upstream get_lbd: step / (max - 1)
+    assert logged == pytest.approx(want, abs=1e-12)
+    assert len(Recording.calls) == steps
+    for loss, ntp, stp, lbd in Recording.calls:  # the lambda logged is the lambda trained with
+        assert loss == pytest.approx(ntp + lbd * stp, rel=1e-5)
+    assert Recording.calls[-1][3] == pytest.approx(lam, abs=1e-12)
+
+
+def test_span_generator_is_seeded_per_rank_as_upstream(bpe_tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setattr(STPConfig, "process_index", property(lambda self: 2))
+    tr = make(bpe_tokenizer, tmp_path, seed=3)
+    assert tr.args.process_index == 2
+    assert tr._stp_generator.initial_seed() == 3 + 3 * 2  # upstream: seed + rank * 3
+
+
+def test_a_trl_without_the_overridden_private_api_is_a_clear_error(
+    bpe_tokenizer, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(trl.SFTTrainer, "_prepare_dataset", lambda self, dataset, args: dataset)
+    with pytest.raises(RuntimeError, match=r"_prepare_dataset.*trl>=1.0,<2"):
+        make(bpe_tokenizer, tmp_path)

@@ -120,3 +120,29 @@ def test_dc_through_the_vae_reduces_the_residual(pipe):
         with torch.no_grad():
             residual[beta] = float((op(sampler.decode(z)) - y).norm())
     assert residual[30.0] < 0.8 * residual[0.0], residual
+
+
+def test_callback_refuses_a_call_with_cfg_off(pipe):
+    """guidance_scale=1 turns diffusers' CFG batching off; a schedule that later exceeds 1 would
+    then run with mismatched batches, so the callback raises at step 0."""
+    latents = torch.randn(B, C, H, H, generator=torch.Generator().manual_seed(9))
+    cb = TriPSGuidanceCallback(make_template(dc_range=(0.0, 0.0), eta_range=(0.0, 0.0), nfe=6))
+    with pytest.raises(ValueError, match="CFG off"):
+        run_pipeline(pipe, latents, 1.0, callback=cb)
+    with pytest.raises(ValueError, match="step 0 ran at guidance_scale=5.0"):
+        run_pipeline(pipe, latents, 5.0, callback=cb)
+
+
+def test_flow_sigmas_equal_the_sd35_scheduler_and_config_shift_is_a_no_op():
+    """The official runs set ``scheduler.config.shift = 4.0`` on SD3.5-M's built scheduler
+    (shift 3): that leaves the sigmas at shift 3, which ``flow_sigmas(nfe)`` reproduces."""
+    from icml26_trips import flow_sigmas
+
+    sched = FlowMatchEulerDiscreteScheduler(shift=3.0)
+    sched.config.shift = 4.0  # what the official sampler does
+    sched.set_timesteps(28)
+    got = sched.sigmas.to(torch.float64)  # float32 inside diffusers
+    torch.testing.assert_close(
+        flow_sigmas(28), got, rtol=0, atol=8 * torch.finfo(torch.float32).eps
+    )
+    assert abs(float(flow_sigmas(28, 4.0)[1]) - float(got[1])) > 1e-3

@@ -166,7 +166,7 @@ def test_sampling_is_seeded_and_bad_input():
         BernsteinBetaPolicy(torch.full((2, 4), 0.5))
     with pytest.raises(ValueError, match="group_size"):
         pi.sample(0)
-    with pytest.raises(ValueError, match="rewards has G"):
+    with pytest.raises(ValueError, match="coeffs has 4 action rows"):
         opt = torch.optim.Adam(pi.parameters())
         grpo_update(pi, copy.deepcopy(pi), opt, a, torch.ones(3, 2))
 

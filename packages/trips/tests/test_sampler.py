@@ -49,7 +49,7 @@ def test_reduces_to_plain_euler():
     y = torch.randn(5, 3, dtype=D)
     z0 = torch.randn(5, 6, generator=torch.Generator().manual_seed(2), dtype=D)
     out = FlowDPSSampler(v, op).sample(y, TriadicSchedule.constant(12), cond=1.0, z_init=z0)
-    sig = flow_sigmas(12, 4.0)
+    sig = flow_sigmas(12)  # the default grid (shift 3, diffusers' SD3 spacing)
     z = z0.clone()
     for i in range(12):
         z = z + (sig[i + 1] - sig[i]) * v(z, torch.full((5,), float(sig[i]), dtype=D), 1.0)
@@ -124,7 +124,7 @@ def test_single_gaussian_flow_is_the_affine_map():
     mu, s = torch.tensor([[1.0, -2.0, 0.5]], dtype=D), torch.tensor([[0.5, 2.0, 1.0]], dtype=D)
     prior = GaussianMixturePrior(mu, s, torch.ones(1, dtype=D), torch.zeros(1))
     eps = torch.randn(50, 3, generator=torch.Generator().manual_seed(8), dtype=D)
-    sigmas = flow_sigmas(400, 1.0)
+    sigmas = flow_sigmas(400, 1.0, num_train_timesteps=None)
     sigmas[-2] = 1e-4  # keep the last velocity call away from sigma = 0
     out = FlowDPSSampler(prior.velocity, None, sigmas=sigmas).sample(
         None, TriadicSchedule.constant(400), z_init=eps
@@ -256,3 +256,24 @@ def test_bad_input_raises():
         prior.velocity(torch.zeros(1, 4, dtype=D), torch.zeros(1, dtype=D))
     with pytest.raises(ValueError, match="inner_steps"):
         FlowDPSSampler(prior.velocity, op, inner_steps=0)
+    with pytest.raises(ValueError, match=r"schedule.cfg \(the CFG scale lambda\) must be >= 1"):
+        sampler.sample(
+            y, TriadicSchedule.constant(4, cfg=-2.0), cond=torch.zeros(3, dtype=torch.long)
+        )
+    with pytest.raises(ValueError, match="shift"):
+        flow_sigmas(4, 0.0)
+
+
+def test_non_finite_velocity_raises():
+    op = MatrixOperator(torch.randn(2, 4, dtype=D))
+    calls = []
+
+    def v(z, sigma, cond):
+        calls.append(1)
+        out = torch.zeros_like(z)
+        return out if len(calls) < 3 else out + float("nan")
+
+    with pytest.raises(
+        FloatingPointError, match="velocity_fn returned non-finite values at step 2"
+    ):
+        FlowDPSSampler(v, op).sample(torch.zeros(3, 2, dtype=D), TriadicSchedule.constant(6))

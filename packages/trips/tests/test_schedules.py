@@ -47,10 +47,10 @@ def test_make_template_triadic_trend_default_is_official_div2k_sr():
     assert bool((torch.diff(s.dc) < 0).all()) and bool((torch.diff(s.eta) < 0).all())
     assert bool((torch.diff(s.cfg) > 0).all())
     torch.testing.assert_close(s.dc[[0, -1]], torch.tensor([300.0, 100.0], dtype=torch.float64))
-    # log warp of eta uses alpha = 50: eta at u = 1/27
+    # official: eta "logarithm" is the expm1 late drop of strength 15 (tests/test_official.py)
     u = 1 / 27
     torch.testing.assert_close(
-        s.eta[1], torch.tensor(1 - math.log1p(50 * u) / math.log1p(50), dtype=torch.float64)
+        s.eta[1], torch.tensor(1 - math.expm1(15 * u) / math.expm1(15), dtype=torch.float64)
     )
 
 

@@ -25,6 +25,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from .resampling import _positive_int
+
 __all__ = ["blackjax_step", "index_resampler", "update_particles_fn"]
 
 Array = jax.Array
@@ -37,7 +39,13 @@ def index_resampler(
     """Wrap a blackjax index resampler `(key, weights, n) -> idx` as `(key, log_w, x) -> (log_w, x)`."""
 
     def resample(key, log_w, x, num_resampled=None):
-        n = log_w.shape[0] if num_resampled is None else num_resampled
+        if log_w.ndim != 1 or log_w.shape[0] < 1:
+            raise ValueError(f"log_w must have shape (N,) with N >= 1; got {log_w.shape}")
+        n = (
+            log_w.shape[0]
+            if num_resampled is None
+            else _positive_int("num_resampled", num_resampled)
+        )
         idx = resample_fn(key, jnp.exp(jax.nn.log_softmax(log_w)), n)
         return jnp.full((n,), -jnp.log(n), dtype=log_w.dtype), jax.tree.map(lambda v: v[idx], x)
 
@@ -64,15 +72,21 @@ def blackjax_step(
 
     Returns:
         (SMCState, SMCInfo). `SMCInfo.ancestors` is -1 everywhere (new points have no
-        ancestor index). `log_likelihood_increment` is log Σ_i W̃_i G_i with W̃ the resampler's
-        output weights when M = N (uniform for diffusion, so it equals blackjax's
-        log mean G); for M != N the update's N particles are weighted uniformly, as in blackjax.
+        ancestor index). With W̃ (M,) the resampler's normalised output weights and
+        G = weight_fn(updated particles)::
+
+            M = N:   log_likelihood_increment = log Σ_j W̃_j G_j,   weights ∝ W̃_j G_j
+
+        (W̃ = 1/N for diffusion and the index resamplers: blackjax's log mean G). A resampler
+        with non-uniform output weights (soft resampling, or none at all) carries them into
+        both. For M != N (waste-free) the update's N particles are weighted uniformly as in
+        blackjax, which is correct only for a resampler with uniform output weights.
     """
     from blackjax.smc.base import SMCInfo, SMCState
 
     updating_key, resampling_key = jax.random.split(rng_key, 2)
     n = state.weights.shape[0]
-    m = n if num_resampled is None else num_resampled
+    m = n if num_resampled is None else _positive_int("num_resampled", num_resampled)
     log_w = jnp.log(state.weights)
     if m == n:
         res_lw, particles = resampler(resampling_key, log_w, state.particles)

@@ -201,6 +201,13 @@ def _invalid(log_w: Array, x2: Array) -> Array:
     return jnp.any(jnp.isnan(log_w) | jnp.isposinf(log_w)) | ~jnp.all(jnp.isfinite(x2))
 
 
+def _positive_int(name: str, value) -> int:
+    """`value` as a Python int >= 1, else ValueError naming `name` (bools are rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive int; got {value!r}")
+    return int(value)
+
+
 def _poison(bad: Array, y: Array) -> Array:
     return jnp.where(bad, jnp.asarray(jnp.nan, y.dtype), y)
 
@@ -339,17 +346,18 @@ def diffusion_resample_from_noise(
         ref = None  # fitted inside the compiled core
     else:
         ref = _resolve_reference(reference, _normalise(log_w), x2, validate)
-    y = _diffusion_core(
+    y, bad = _diffusion_core(
         log_w, x2, noise, ref, a, grid, jitter, n_steps=n_steps, ode=ode, integrator=integrator
     )
     m = noise.shape[1]
-    return _uniform_log_w(m, x2.dtype), unflatten(y)
+    return _poison(bad, _uniform_log_w(m, x2.dtype)), unflatten(y)
 
 
 @functools.partial(jax.jit, static_argnames=("n_steps", "ode", "integrator"))
 def _diffusion_core(log_w, x2, noise, ref, a, ts, jitter, *, n_steps, ode, integrator):
     """The reverse-time integration; x2 (N, d), noise (n_steps + 1, M, d), ts (n_steps + 1,)
-    -> (M, d). Invalid inputs (NaN / +inf weights, non-finite x, a >= 0, a bad grid) -> NaN."""
+    -> ((M, d) particles, () bool `bad`). Invalid inputs (NaN / +inf weights, non-finite x,
+    a >= 0, a bad grid): `bad` is True and the particles are NaN."""
     bad = _invalid(log_w, x2) | ~jnp.asarray(a < 0) | _grid_invalid(ts)
     lw = _normalise(log_w)  # (N,)
     if ref is None:
@@ -414,7 +422,7 @@ def _diffusion_core(log_w, x2, noise, ref, a, ts, jitter, *, n_steps, ode, integ
 
     y0 = mean + jnp.sqrt(jnp.where(point_mass, 0.0, var_safe)) * noise[0]  # Y_0 ~ π_ref
     y, _ = lax.scan(step, y0, (ts[:-1], ts[1:], noise[1:]))
-    return _poison(bad, jnp.where(point_mass, mean, y))
+    return _poison(bad, jnp.where(point_mass, mean, y)), bad
 
 
 def diffusion_resample(
@@ -461,9 +469,9 @@ def diffusion_resample(
     """
     x2, _ = _flatten_particles(x)
     n, d = x2.shape
-    m = n if num_resampled is None else num_resampled
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
-        raise ValueError(f"num_resampled must be a positive int; got {num_resampled!r}")
+    if n < 1:
+        raise ValueError(f"x must hold at least one particle (N >= 1); got shape {x2.shape}")
+    m = n if num_resampled is None else _positive_int("num_resampled", num_resampled)
     steps = (jnp.asarray(ts).shape[0] - 1) if ts is not None else (n_steps or 8)
     noise = jax.random.normal(key, _noise_shape(m, d, steps), dtype=x2.dtype)
     return diffusion_resample_from_noise(
@@ -546,7 +554,7 @@ def diffusion_resample_generic(
         return y, None
 
     y, _ = lax.scan(step, y, (grid[:-1], grid[1:], noise))
-    return _uniform_log_w(n, x2.dtype), unflatten(_poison(bad, y))
+    return _poison(bad, _uniform_log_w(n, x2.dtype)), unflatten(_poison(bad, y))
 
 
 def diffusion_resample_ref(
@@ -611,7 +619,7 @@ def multinomial_resample(key: Array, log_w: Array, x, *, validate: bool = True):
     bad = _invalid(log_w, x2)
     n = x2.shape[0]
     idx = jax.random.categorical(key, _normalise(log_w), shape=(n,))
-    return _uniform_log_w(n, x2.dtype), _gather(x2, idx, unflatten, bad)
+    return _poison(bad, _uniform_log_w(n, x2.dtype)), _gather(x2, idx, unflatten, bad)
 
 
 def _inverse_cdf(log_w: Array, u: Array) -> Array:
@@ -626,7 +634,9 @@ def systematic_resample(key: Array, log_w: Array, x, *, validate: bool = True):
     bad = _invalid(log_w, x2)
     n = x2.shape[0]
     u = (jax.random.uniform(key, dtype=x2.dtype) + jnp.arange(n, dtype=x2.dtype)) / n
-    return _uniform_log_w(n, x2.dtype), _gather(x2, _inverse_cdf(log_w, u), unflatten, bad)
+    return _poison(bad, _uniform_log_w(n, x2.dtype)), _gather(
+        x2, _inverse_cdf(log_w, u), unflatten, bad
+    )
 
 
 def stratified_resample(key: Array, log_w: Array, x, *, validate: bool = True):
@@ -635,7 +645,9 @@ def stratified_resample(key: Array, log_w: Array, x, *, validate: bool = True):
     bad = _invalid(log_w, x2)
     n = x2.shape[0]
     u = (jax.random.uniform(key, (n,), dtype=x2.dtype) + jnp.arange(n, dtype=x2.dtype)) / n
-    return _uniform_log_w(n, x2.dtype), _gather(x2, _inverse_cdf(log_w, u), unflatten, bad)
+    return _poison(bad, _uniform_log_w(n, x2.dtype)), _gather(
+        x2, _inverse_cdf(log_w, u), unflatten, bad
+    )
 
 
 def stop_gradient_resample(key: Array, log_w: Array, x, *, validate: bool = True):
@@ -650,7 +662,8 @@ def stop_gradient_resample(key: Array, log_w: Array, x, *, validate: bool = True
     lw = _normalise(log_w)
     idx = jax.random.categorical(key, lax.stop_gradient(lw), shape=(n,))
     picked = lw[idx]
-    return -math.log(n) + picked - lax.stop_gradient(picked), _gather(x2, idx, unflatten, bad)
+    out_lw = -math.log(n) + picked - lax.stop_gradient(picked)
+    return _poison(bad, out_lw), _gather(x2, idx, unflatten, bad)
 
 
 def soft_resample(key: Array, log_w: Array, x, *, alpha: float = 0.5, validate: bool = True):
@@ -664,7 +677,7 @@ def soft_resample(key: Array, log_w: Array, x, *, alpha: float = 0.5, validate: 
     log_q = jnp.logaddexp(jnp.log(alpha) + lw, jnp.log1p(-alpha) - math.log(n))  # (N,)
     idx = jax.random.categorical(key, lax.stop_gradient(log_q), shape=(n,))
     new_lw = lw[idx] - log_q[idx]
-    return jax.nn.log_softmax(new_lw), _gather(x2, idx, unflatten, bad)
+    return _poison(bad, jax.nn.log_softmax(new_lw)), _gather(x2, idx, unflatten, bad)
 
 
 def gumbel_softmax_resample(
@@ -682,7 +695,7 @@ def gumbel_softmax_resample(
     g = jax.random.gumbel(key, (n, n), dtype=x2.dtype)  # (N_out, N_in)
     p = jax.nn.softmax((_normalise(log_w)[None, :] + g) / tau, axis=-1)  # (N_out, N_in)
     out = p @ x2
-    return _uniform_log_w(n, x2.dtype), unflatten(_poison(bad, out))
+    return _poison(bad, _uniform_log_w(n, x2.dtype)), unflatten(_poison(bad, out))
 
 
 def sinkhorn_plan_ref(log_w: Array, x: Array, *, epsilon: float, n_iter: int = 500) -> Array:
@@ -733,7 +746,7 @@ def ot_resample(
     bad = bad | ~jnp.asarray(epsilon > 0)
     plan = _ot_plan(log_w, x2, epsilon, threshold=threshold, max_iterations=max_iterations)
     out = x2.shape[0] * plan.T @ x2  # (N, d)
-    return _uniform_log_w(x2.shape[0], x2.dtype), unflatten(_poison(bad, out))
+    return _poison(bad, _uniform_log_w(x2.shape[0], x2.dtype)), unflatten(_poison(bad, out))
 
 
 def ot_marginal_error(

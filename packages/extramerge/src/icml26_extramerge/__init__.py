@@ -8,6 +8,7 @@ Pre-Training", ICML 2026 (arXiv 2605.26484). `ExtraMergeCallback` lives in `icml
 from .extrapolate import DEFAULT_ALPHA, DEFAULT_ALPHAS, ExtraMergeResult, extra_merge, extrapolate
 from .merge import (
     ema,
+    ema_trajectory,
     ema_weights,
     load_checkpoint,
     merged_trajectory,
@@ -26,6 +27,7 @@ __all__ = [
     "Rank1Report",
     "__version__",
     "ema",
+    "ema_trajectory",
     "ema_weights",
     "extra_merge",
     "extrapolate",

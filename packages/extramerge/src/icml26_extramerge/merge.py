@@ -16,7 +16,9 @@ long-baseline differences of raw checkpoints (exact identity, tested):
 
     M_k - M_{k-1} = (theta_k - theta_{k-W}) / W
 
-so oscillation across the valley cancels in them while drift along it adds up.
+so oscillation across the valley cancels in them while drift along it adds up. The EMA
+trajectory m_1, ..., m_N (`ema_trajectory`) is the other merged trajectory Extra-Merge can read;
+its increments are m_k - m_{k-1} = (1 - b)(theta_k - m_{k-1}).
 
 Conventions
 - Floating tensors are accumulated in float32 (float64 stays float64) in checkpoint order and cast
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Union
@@ -44,6 +47,7 @@ Checkpoint = Union[StateDict, str, "os.PathLike[str]"]
 
 __all__ = [
     "ema",
+    "ema_trajectory",
     "ema_weights",
     "load_checkpoint",
     "merged_trajectory",
@@ -99,7 +103,12 @@ def _acc_dtype(t: torch.Tensor) -> torch.dtype:
 
 
 def _check_against(ref: StateDict, sd: StateDict, name: str) -> None:
-    """Same keys, shapes and float-ness as the reference; finite floating tensors."""
+    """Non-empty; same keys, shapes and float-ness as the reference; finite floating tensors.
+
+    A floating tensor whose dtype differs from the reference's (fp32 vs bf16) warns: the merge
+    still accumulates in float32 but casts to ONE checkpoint's dtype (see the callers)."""
+    if len(sd) == 0:
+        raise ValueError(f"{name}: empty state dict (no tensors to merge)")
     missing = [k for k in ref if k not in sd]
     extra = [k for k in sd if k not in ref]
     if missing or extra:
@@ -116,6 +125,20 @@ def _check_against(ref: StateDict, sd: StateDict, name: str) -> None:
             raise ValueError(f"{name}, key {k!r}: dtype {v.dtype} vs {r.dtype} in checkpoint 0")
         if _is_float(v) and not bool(torch.isfinite(v).all()):
             raise ValueError(f"{name}, key {k!r}: contains NaN or inf")
+    mixed = [
+        f"{k!r} ({v.dtype} vs {ref[k].dtype})"
+        for k, v in sd.items()
+        if _is_float(v) and v.dtype != ref[k].dtype
+    ]
+    if mixed:
+        warnings.warn(
+            f"{name}: floating dtypes differ from checkpoint 0 for {len(mixed)} key(s), e.g. "
+            f"{', '.join(mixed[:3])}; values are accumulated in float32 and cast to checkpoint "
+            f"0's dtype (extra_merge / extrapolate: to the last checkpoint's dtype). Cast all "
+            f"checkpoints to one dtype to silence this.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _alias_map(sd: StateDict) -> dict[str, str]:
@@ -227,6 +250,56 @@ def ema(checkpoints: Iterable[Checkpoint], decay: float) -> dict[str, torch.Tens
     """Exponential moving average with the recursion of `AveragedModel` + `get_ema_multi_avg_fn`."""
     cks = list(checkpoints)
     return weighted_merge(cks, ema_weights(len(cks), decay))
+
+
+def ema_trajectory(
+    checkpoints: Iterable[Checkpoint], decay: float, stride: int = 1, last: int | None = None
+) -> list[dict[str, torch.Tensor]]:
+    """The EMA trajectory [m_1, m_{1+stride}, ...] of m_1 = theta_1, m_k = b m_{k-1} + (1-b) theta_k.
+
+    m_k equals `ema(checkpoints[:k], decay)` (same weights; the recursion rounds differently in
+    float32, exactly equal in float64 up to rounding). Streams with one float32 accumulator;
+    `last` keeps only the last `last` states (O(last |theta|) memory instead of O(N |theta|)).
+    Its increments m_k - m_{k-1} = (1-b)(theta_k - m_{k-1}) are what Extra-Merge extrapolates
+    on an EMA trajectory ("diff"), or PC1 of the states ("pc1").
+    """
+    if not 0.0 <= float(decay) < 1.0:
+        raise ValueError(f"decay: must lie in [0, 1), got {decay}")
+    if not isinstance(stride, int) or stride < 1:
+        raise ValueError(f"stride: must be a positive int, got {stride!r}")
+    if last is not None and (not isinstance(last, int) or last < 1):
+        raise ValueError(f"last: must be a positive int or None, got {last!r}")
+    b = float(decay)
+    out: deque[dict[str, torch.Tensor]] = deque(maxlen=last)
+    acc: dict[str, torch.Tensor] = {}
+    first: dict[str, torch.Tensor] = {}
+    alias: dict[str, str] = {}
+    n = 0
+    for i, sd in _iter_checkpoints(checkpoints):
+        if i == 0:
+            first, alias = sd, _alias_map(sd)
+        for k, v in sd.items():
+            if alias[k] != k or not _is_float(v):
+                continue
+            x = v.detach().to(_acc_dtype(first[k]))
+            if i == 0:
+                acc[k] = x.clone()
+            else:
+                acc[k].mul_(b).add_(x, alpha=1.0 - b)  # m_k = b m_{k-1} + (1 - b) theta_k
+        n = i + 1
+        if i % stride == 0:
+            state: dict[str, torch.Tensor] = {}
+            for k, v in first.items():
+                if alias[k] != k:
+                    state[k] = state[alias[k]]
+                elif _is_float(v):
+                    state[k] = acc[k].to(v.dtype, copy=True)  # acc is updated in place
+                else:
+                    state[k] = sd[k].detach().clone()
+            out.append(state)
+    if n == 0:
+        raise ValueError("checkpoints: need at least one checkpoint")
+    return list(out)
 
 
 def merged_trajectory(

@@ -19,8 +19,9 @@ Only floating tensors enter; integer buffers are ignored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -31,7 +32,7 @@ __all__ = ["Rank1Report", "rank1_report", "trajectory_gram"]
 
 @dataclass(frozen=True)
 class Rank1Report:
-    """PCA summary of a trajectory.
+    """PCA summary of a trajectory; unpacks as `evr, direction, projections = report`.
 
     explained_variance_ratio: lambda_1 / sum(lambda)  (1.0 for checkpoints exactly on a line)
     direction: u_1 as a state dict (float32 unless the checkpoints are float64), unit norm
@@ -46,6 +47,11 @@ class Rank1Report:
     eigenvalues: torch.Tensor
     slope: float
 
+    def __iter__(self) -> Iterator[Any]:
+        """(explained_variance_ratio, direction, projections), the tuple contract; the other
+        fields (eigenvalues, slope) stay attributes."""
+        return iter((self.explained_variance_ratio, self.direction, self.projections))
+
 
 def _load_all(trajectory: Sequence[Checkpoint], what: str) -> list[dict[str, torch.Tensor]]:
     if isinstance(trajectory, (str, bytes)) or not isinstance(trajectory, Sequence):
@@ -55,6 +61,8 @@ def _load_all(trajectory: Sequence[Checkpoint], what: str) -> list[dict[str, tor
         raise ValueError(f"{what}: need at least two checkpoints, got {len(sds)}")
     for i, sd in enumerate(sds):
         _check_against(sds[0], sd, f"{what}[{i}]")
+    if not any(_is_float(v) for v in sds[0].values()):
+        raise ValueError(f"{what}: no floating-point tensors (only integer / bool buffers)")
     return sds
 
 

@@ -41,6 +41,46 @@ __all__ = ["OnePOConfig", "OnePOGRPOTrainer"]
 
 SUPPORTED_LOSS_TYPES = ("dapo", "bnpo", "grpo", "dr_grpo")
 
+# The private GRPOTrainer methods this module overrides or calls, with the parameters it relies
+# on (TRL 1.16). Checked at import: a TRL whose internals moved fails here, naming the method,
+# instead of training with a silently different rollout or loss.
+TRL_INTERNALS = {
+    "_generate": ("self", "prompts"),
+    "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+    "_compute_loss": ("self", "model", "inputs"),
+    "_generate_and_score_completions": ("self", "inputs"),
+}
+GENERATE_ARITY = 8  # TRL 1.16's _generate returns an 8-tuple (ids, masks, logprobs, images, ...)
+
+
+def check_trl_internals(trainer_cls: type = GRPOTrainer) -> None:
+    """Raise ImportError naming each private GRPOTrainer method whose signature differs."""
+    import inspect
+
+    import trl
+
+    bad = []
+    for name, want in TRL_INTERNALS.items():
+        fn = getattr(trainer_cls, name, None)
+        if fn is None:
+            bad.append(f"{name} (missing)")
+            continue
+        have = tuple(inspect.signature(fn).parameters)
+        if have[: len(want)] != want or any(
+            p.default is inspect.Parameter.empty
+            for p in list(inspect.signature(fn).parameters.values())[len(want) :]
+        ):
+            bad.append(f"{name}{have} (expected {want})")
+    if bad:
+        raise ImportError(
+            f"icml26_onepo.trl overrides private GRPOTrainer methods of TRL 1.16; the installed "
+            f"TRL {trl.__version__} differs: {'; '.join(bad)}. Install trl==1.16.* or update "
+            "OnePOGRPOTrainer."
+        )
+
+
+check_trl_internals()
+
 
 @dataclass
 class OnePOConfig(GRPOConfig):
@@ -172,6 +212,13 @@ class OnePOGRPOTrainer(GRPOTrainer):
 
     def _generate(self, prompts: list):  # type: ignore[no-untyped-def]
         out = super()._generate(prompts)
+        if not isinstance(out, tuple) or len(out) != GENERATE_ARITY:
+            raise RuntimeError(
+                f"GRPOTrainer._generate returned {type(out).__name__} of length "
+                f"{len(out) if isinstance(out, tuple) else '?'}; OnePO expects TRL 1.16's "
+                f"{GENERATE_ARITY}-tuple (prompt_ids, completion_ids, tool_mask, completions, "
+                "logprobs, extra, images, tool_images)"
+            )
         inputs = self._onepo_inputs
         training = self.model is not None and self.model.training
         if not training or inputs is None or not self.args.onepo_teacher_enabled:

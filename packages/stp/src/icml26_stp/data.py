@@ -69,13 +69,19 @@ def nl_regex_pairs(
     rng = random.Random(seed)
     seen: set[str] = set(exclude or ())
     out: list[tuple[str, str]] = []
-    for _ in range(200 * n + 1000):
-        if len(out) == n:
+    misses = 0  # draws since the last new description: the grammar is exhausted long before
+    for _ in range(200 * n + 1000):  # 50 * |seen| + 1000 of them (a coupon collector needs
+        if len(out) == n:  # about |grammar| / remaining per new one), so stop there
             return out
         nl, rx = _pair(rng)
         if nl not in seen:
             seen.add(nl)
             out.append((nl, rx))
+            misses = 0
+        else:
+            misses += 1
+            if misses > 50 * len(seen) + 1000:
+                break
     raise ValueError(f"the grammar cannot supply {n} distinct pairs beyond `exclude`")
 
 

@@ -153,6 +153,8 @@ def sample_spans(
         raise ValueError(f"`times` must be an int >= 1, got {times!r}")
     if not isinstance(spans, Tensor) or spans.dim() != 3:
         raise ValueError("`spans` must be an integer tensor of shape (B, 2, 2)")
+    if spans.shape[0] == 0:
+        raise ValueError("`spans` has batch size 0: there is no sample to draw a span for")
     rows = spans.reshape(spans.shape[0], -1).tolist()
     out = []
     for j in range(len(rows) * times):
@@ -247,6 +249,11 @@ def stp_loss(
     if not hidden.is_floating_point():
         raise TypeError(f"`hidden` must be a floating tensor, got {hidden.dtype}")
     B, T, _ = hidden.shape
+    if B == 0:
+        raise ValueError(
+            f"`hidden` has batch size 0 (shape {tuple(hidden.shape)}): L_STP is a mean over "
+            "samples and needs at least one; skip empty batches before calling stp_loss"
+        )
     rows = _check_spans(spans, T, B)
     if length_adjustment not in LENGTH_ADJUSTMENTS:
         raise ValueError(
@@ -337,6 +344,8 @@ def curvature_loss(hidden: Tensor, spans: Tensor) -> Tensor:
     if not isinstance(hidden, Tensor) or hidden.dim() != 3:
         raise ValueError("`hidden` must have shape (B, T, H)")
     B, T, _ = hidden.shape
+    if B == 0:
+        raise ValueError("`hidden` has batch size 0: the curvature is a mean over samples")
     rows = _check_spans(spans, T, B)
     out = []
     for i, (u0, u1, a0, a1) in enumerate(rows):

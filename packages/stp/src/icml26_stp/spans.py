@@ -56,8 +56,10 @@ def tokenize_messages(
 
     Returns a dict with `input_ids` (list[int]), `stp_spans` ([[u0, u1], [a0, a1]], the
     half-open token ranges of the last user message before the last assistant message and
-    of that assistant message) and `assistant_masks` (1 on the assistant content tokens:
-    the official NTP loss covers exactly those, `create_masked_labels`).
+    of that assistant message) and `assistant_masks` (1 on the content tokens of every
+    assistant message: the official NTP loss covers exactly those, `create_masked_labels`).
+    Upstream reads messages[1] and messages[2] (single-turn data); for a multi-turn
+    conversation the STP pair here is the final exchange.
     """
     if getattr(tokenizer, "chat_template", None) is None and "chat_template" not in template_kwargs:
         raise ValueError("`tokenizer` has no chat template (set tokenizer.chat_template)")
@@ -67,20 +69,25 @@ def tokenize_messages(
     chars = _locate(text, messages)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     offsets: list[tuple[int, int]] = enc["offset_mapping"]
-    spans = []
-    for k in _pick(messages):
+
+    def token_range(k: int) -> list[int]:  # [start, end) tokens overlapping message k
         c0, c1 = chars[k]
         toks = [j for j, (o0, o1) in enumerate(offsets) if o1 > o0 and o1 > c0 and o0 < c1]
         if not toks:
             raise ValueError(f"`messages`[{k}] covers no token after tokenization")
-        spans.append([toks[0], toks[-1] + 1])
+        return [toks[0], toks[-1] + 1]
+
+    spans = [token_range(k) for k in _pick(messages)]
     if spans[0][0] < 1:
         raise ValueError(
             "the user message starts at token 0: STP needs one token before it (its anchor "
             "state); use a chat template that emits a prefix (BOS or a role header)"
         )
-    a0, a1 = spans[1]
-    mask = [1 if a0 <= j < a1 else 0 for j in range(len(enc["input_ids"]))]
+    mask = [0] * len(enc["input_ids"])
+    for k, m in enumerate(messages):  # every assistant message, as `create_masked_labels`
+        if m.get("role") == "assistant":
+            a0, a1 = token_range(k)
+            mask[a0:a1] = [1] * (a1 - a0)
     return {"input_ids": list(enc["input_ids"]), "stp_spans": spans, "assistant_masks": mask}
 
 

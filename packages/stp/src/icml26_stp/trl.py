@@ -130,17 +130,57 @@ def _backbone(model: torch.nn.Module) -> torch.nn.Module:
     raise TypeError(f"cannot find the decoder backbone of {type(model).__name__} (get_decoder)")
 
 
+# The private SFTTrainer API STPSFTTrainer overrides (tested with TRL 1.16; the `[trl]` extra
+# allows trl>=1.0,<2). A TRL that renames them would silently skip the overrides.
+_PREPARE_DATASET_PARAMS = (
+    "self",
+    "dataset",
+    "processing_class",
+    "args",
+    "packing",
+    "formatting_func",
+    "dataset_name",
+)
+
+
+def _check_trl_api() -> None:
+    """Raise a clear error when TRL's private `_prepare_dataset` / `_set_signature_columns_if_needed`
+    (which `STPSFTTrainer` overrides) are missing or have another signature."""
+    import inspect
+
+    import trl
+
+    version = getattr(trl, "__version__", "?")
+    prep = getattr(SFTTrainer, "_prepare_dataset", None)
+    params = tuple(inspect.signature(prep).parameters) if callable(prep) else None
+    if params != _PREPARE_DATASET_PARAMS:
+        raise RuntimeError(
+            f"STPSFTTrainer needs trl.SFTTrainer._prepare_dataset{_PREPARE_DATASET_PARAMS} "
+            f"(TRL 1.x); trl {version} has {params}: install a TRL in the tested range "
+            "(`pip install 'icml26-stp[trl]'`, trl>=1.0,<2)"
+        )
+    if not callable(getattr(SFTTrainer, "_set_signature_columns_if_needed", None)):
+        raise RuntimeError(
+            f"STPSFTTrainer needs trl.SFTTrainer._set_signature_columns_if_needed (TRL 1.x); "
+            f"trl {version} has none: install trl>=1.0,<2"
+        )
+
+
 class STPSFTTrainer(SFTTrainer):
     """`trl.SFTTrainer` adding lambda * L_STP; logs `stp_loss`, `ntp_loss`, `stp_lambda`."""
 
     args: STPConfig
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _check_trl_api()
         super().__init__(*args, **kwargs)
         if not isinstance(self.args, STPConfig):
             raise TypeError(f"`args` must be an STPConfig, got {type(self.args).__name__}")
         self.data_collator = _SpanCollator(self.data_collator)
-        self._stp_generator = torch.Generator().manual_seed(self.args.seed)
+        # one span stream per rank, seeded as upstream (`seed + 3 * rank`), so DDP ranks
+        # draw different spans (upstream's generator lives on the device; ours on the CPU)
+        rank = int(getattr(self.args, "process_index", 0))
+        self._stp_generator = torch.Generator().manual_seed(self.args.seed + 3 * rank)
 
     # ---- data: conversational rows get input_ids, stp_spans and the assistant label mask
     def _prepare_dataset(
@@ -176,6 +216,20 @@ class STPSFTTrainer(SFTTrainer):
             return a.stp_lambda
         frac = self.state.global_step / max(self.state.max_steps - 1, 1)
         return a.stp_min_lambda + (a.stp_lambda - a.stp_min_lambda) * min(frac, 1.0)
+
+    def _ga_steps_left_to_loss(self, num_items_in_batch: Any, training: bool) -> int:
+        """Accumulation steps the loss must divide by itself: `Trainer.training_step` divides the
+        loss by them unless it counts as already scaled (`loss_is_scaled_for_ga`, by default:
+        normalised by `num_items_in_batch`); in that case a per-micro-batch mean must do it."""
+        if not training:
+            return 1
+        scaled = getattr(self, "loss_is_scaled_for_ga", None)
+        if scaled is None:
+            scaled = (
+                bool(getattr(self, "model_accepts_loss_kwargs", False))
+                and num_items_in_batch is not None
+            ) or getattr(self, "compute_loss_func", None) is not None
+        return int(self.current_gradient_accumulation_steps) if scaled else 1
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def,override]
         a = self.args
@@ -213,16 +267,19 @@ class STPSFTTrainer(SFTTrainer):
             times=a.stp_times,
         )
         lbd = self.current_stp_lambda()
-        # Like TRL's MoE aux loss: with num_items_in_batch the Trainer does not divide by the
-        # accumulation steps, so a per-micro-batch mean is averaged over them here.
-        steps = self.current_gradient_accumulation_steps if num_items_in_batch is not None else 1
+        steps = self._ga_steps_left_to_loss(num_items_in_batch, self.model.training)
+        # NTP is TRL's loss, already scaled for accumulation; STP is a per-micro-batch mean,
+        # so it is averaged over the accumulation steps here when the Trainer will not do it.
         loss = a.stp_gamma * ntp + lbd * stp / steps
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["stp_loss"].append(
             self.accelerator.gather_for_metrics(stp.detach()).mean().item()
         )
+        # TRL's NTP with `num_items_in_batch` is this micro-batch's token sum over the tokens of
+        # all `steps` micro-batches; times `steps`, its mean over the logging window is the mean
+        # NTP of the accumulated batch, the same number at any accumulation setting.
         self._metrics[mode]["ntp_loss"].append(
-            self.accelerator.gather_for_metrics(ntp.detach()).mean().item()
+            self.accelerator.gather_for_metrics(ntp.detach() * steps).mean().item()
         )
         self._metrics[mode]["stp_lambda"].append(lbd)
         return (loss, outputs) if return_outputs else loss

@@ -27,14 +27,18 @@ from .operators import (
 )
 from .sampler import FlowDPSSampler, flow_sigmas
 from .schedules import (
+    OFFICIAL_TEMPLATES,
+    TEMPLATE_WARPS,
     ScheduleBounds,
     TriadicSchedule,
     bernstein_basis,
     bernstein_curve,
     bernstein_schedule,
+    component_template,
     fit_bernstein,
     fit_schedule,
     make_template,
+    official_template,
     phi_exp,
     phi_log,
     template,
@@ -43,6 +47,8 @@ from .schedules import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "OFFICIAL_TEMPLATES",
+    "TEMPLATE_WARPS",
     "BernsteinBetaPolicy",
     "Blur",
     "FlowDPSSampler",
@@ -60,6 +66,7 @@ __all__ = [
     "bernstein_basis",
     "bernstein_curve",
     "bernstein_schedule",
+    "component_template",
     "fit_bernstein",
     "fit_schedule",
     "flow_sigmas",
@@ -69,6 +76,7 @@ __all__ = [
     "grpo_update",
     "make_template",
     "motion_kernel",
+    "official_template",
     "phi_exp",
     "phi_log",
     "psnr",

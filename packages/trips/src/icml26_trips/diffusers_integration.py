@@ -58,15 +58,42 @@ class TriPSGuidanceCallback(PipelineCallback):
     def initial_guidance_scale(self) -> float:
         return self.scales[0]
 
-    def callback_fn(
-        self, pipeline, step_index: int, timestep, callback_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _check_first_step(self, pipeline) -> None:
+        """Raise when the call cannot follow the schedule (checked once, after step 0).
+
+        The pipeline decides whether to batch the CFG branches from ``guidance_scale`` before
+        the loop; called with CFG off (scale <= 1) it would run the later steps (all > 1 here)
+        with mismatched batches, so that call is refused.
+        """
         total = getattr(pipeline, "num_timesteps", None)
-        if step_index == 0 and total is not None and total != self.schedule.nfe:
+        if total is not None and total != self.schedule.nfe:
             raise ValueError(
                 f"the pipeline runs {total} steps but the schedule has nfe={self.schedule.nfe}; "
                 "pass num_inference_steps=schedule.nfe"
             )
+        scale = getattr(pipeline, "_guidance_scale", None)
+        cfg_on = getattr(pipeline, "do_classifier_free_guidance", None)
+        if cfg_on is None and scale is not None:
+            cfg_on = float(scale) > 1
+        if cfg_on is False:
+            raise ValueError(
+                f"the pipeline was called with guidance_scale={scale} (CFG off), but the schedule "
+                f"later uses scales up to {max(self.scales):.4g}: pass "
+                f"guidance_scale=callback.initial_guidance_scale ({self.initial_guidance_scale!r})"
+            )
+        if scale is not None and abs(float(scale) - self.initial_guidance_scale) > 1e-6 * max(
+            1.0, abs(self.initial_guidance_scale)
+        ):
+            raise ValueError(
+                f"step 0 ran at guidance_scale={scale} but the schedule starts at "
+                f"{float(self.schedule.cfg[0]):.6g}: pass guidance_scale=callback.initial_guidance_scale"
+            )
+
+    def callback_fn(
+        self, pipeline, step_index: int, timestep, callback_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        if step_index == 0:
+            self._check_first_step(pipeline)
         if step_index + 1 < len(self.scales):
             pipeline._guidance_scale = self.scales[step_index + 1]
         return callback_kwargs
@@ -78,7 +105,8 @@ class SD3TriPSSampler:
     Args:
         transformer: an ``SD3Transformer2DModel`` (velocity = noise - data, as TriPS assumes).
         scheduler: a ``FlowMatchEulerDiscreteScheduler``; its ``sigmas`` for ``nfe`` steps are
-            used (the official TriPS runs use shift 4 at 28 steps).
+            used. Leave SD3.5-M's scheduler as built (shift 3) for parity with the official runs:
+            their ``scheduler.config.shift = 4.0`` does not change a built scheduler's sigmas.
         operator: ``A`` acting on decoded images (or on latents when ``vae`` is ``None``).
         vae: optional ``AutoencoderKL``; ``D(z) = vae.decode(z / scaling + shift)``.
         **sampler_kwargs: ``sigma_y``, ``pinv_weight``, ``phi``, ``inner_steps`` of ``FlowDPSSampler``.

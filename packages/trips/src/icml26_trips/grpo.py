@@ -6,8 +6,10 @@ kappa (1 - mu))`` (independent; official ``n = 25``, ``kappa = 50``), mapped to 
 TriPS-T template, and the trainable parameters are ``log alpha`` and ``log beta`` (the official
 ``DiagBetaPolicy``: mean and concentration both learn). One iteration (official ``train_grpo_schedule_w_val.py``):
 
-1. draw a group of ``G`` schedules, roll each out on the same ``I`` images (rewards averaged
-   over seeds), rewards ``R`` of shape ``(G, I)``;
+1. draw ``G`` schedules per image, ``G * I`` in all (``actions_per_image=True``, the official
+   trainer: ``policy_old.sample(img_batch * group_size)``), or one group of ``G`` schedules
+   shared by all ``I`` images (``actions_per_image=False``, the default here: lower variance
+   across images, one rollout batch); rewards (averaged over seeds) ``R`` of shape ``(G, I)``;
 2. group-relative advantages per image: ``A = (R - mean_G R) / std_G R``;
 3. ``epochs`` Adam steps on the PPO-clip objective with a KL anchor to the initial policy::
 
@@ -141,11 +143,29 @@ def grpo_update(
     clip_eps: float = 0.2,
     kl_coef: float = 1e-3,
     max_grad_norm: float = 1.0,
+    actions_per_image: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """One GRPO iteration on a rolled-out group: ``epochs`` clipped steps; returns first-epoch stats."""
-    if coeffs.shape[0] != rewards.shape[0]:
-        raise ValueError(f"coeffs has G={coeffs.shape[0]} but rewards has G={rewards.shape[0]}")
-    advantages = group_advantages(rewards).to(torch.float64)
+    """One GRPO iteration on a rolled-out group: ``epochs`` clipped steps; returns first-epoch stats.
+
+    ``rewards`` is ``(G,)`` or ``(G, I)``. Shared group (``actions_per_image=False``): ``coeffs``
+    is ``(G, 3, n + 1)``, every image saw the same ``G`` schedules. Per image
+    (``actions_per_image=True``, official): ``coeffs`` is ``(I * G, 3, n + 1)`` image-major (row
+    ``i * G + g`` is image ``i``'s ``g``-th action, rewarded ``rewards[g, i]``); advantages are
+    normalised over each image's own group and paired with their own action.
+    """
+    if rewards.ndim == 1:
+        rewards = rewards[:, None]
+    g_size, n_img = rewards.shape[0], rewards.shape[1]
+    expected = g_size * n_img if actions_per_image else g_size
+    if coeffs.shape[0] != expected:
+        what = "I * G" if actions_per_image else "G"
+        raise ValueError(
+            f"coeffs has {coeffs.shape[0]} action rows but rewards (G={g_size}, I={n_img}) "
+            f"needs {what} = {expected}"
+        )
+    advantages = group_advantages(rewards).to(torch.float64)  # (G, I)
+    if actions_per_image:
+        advantages = advantages.T.reshape(-1)  # (I * G,), image-major like coeffs
     with torch.no_grad():
         logp_old = policy.log_prob(coeffs)
     first: dict[str, torch.Tensor] = {}
@@ -167,12 +187,16 @@ class GRPOConfig:
     """Official TriPS-G settings (Sec. TriPS-G); iterations scaled down for small problems."""
 
     iterations: int = 400
-    group_size: int = 4  # G schedules per group, shared by all images of the batch
+    group_size: int = 4  # G schedules per group (per image when actions_per_image)
     epochs: int = 4  # PPO epochs per rolled-out group
     lr: float = 1e-2  # Adam
     clip_eps: float = 0.2
     kl_coef: float = 1e-3
     max_grad_norm: float = 1.0
+    # official: each image gets its own G actions (img_batch * group_size draws); then
+    # ``images`` is the number of images the reward function scores per iteration
+    actions_per_image: bool = False
+    images: int = 1
 
 
 @dataclass
@@ -187,25 +211,35 @@ def train_grpo(
     config: GRPOConfig | None = None,
     generator: torch.Generator | None = None,
 ) -> GRPOHistory:
-    """Train ``policy`` in place; ``reward_fn(schedules (nfe, G), iteration) -> rewards (G, I)``.
+    """Train ``policy`` in place; ``reward_fn(schedules, iteration) -> rewards (G, I)``.
 
-    The reference policy is a frozen copy of ``policy`` at entry; ``config`` defaults to
-    ``GRPOConfig()`` (the official settings).
+    ``schedules`` has arrays ``(nfe, G)`` (one group shared by all images) or, with
+    ``config.actions_per_image``, ``(nfe, I * G)`` image-major: column ``i * G + g`` is for image
+    ``i`` and its reward goes to ``rewards[g, i]``. The reference policy is a frozen copy of
+    ``policy`` at entry; ``config`` defaults to ``GRPOConfig()``.
     """
     config = config if config is not None else GRPOConfig()
+    if config.images < 1:
+        raise ValueError(f"config.images must be >= 1, got {config.images}")
+    draws = config.group_size * (config.images if config.actions_per_image else 1)
     ref = copy.deepcopy(policy).requires_grad_(False)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.lr)
     history = GRPOHistory()
     for it in range(config.iterations):
         with torch.no_grad():
-            coeffs = policy.sample(config.group_size, generator)
+            coeffs = policy.sample(draws, generator)
         rewards = torch.as_tensor(reward_fn(policy.schedule(coeffs), it))
         if rewards.ndim == 1:
             rewards = rewards[:, None]
+        if config.actions_per_image and tuple(rewards.shape) != (config.group_size, config.images):
+            raise ValueError(
+                f"reward_fn must return (G, I) = ({config.group_size}, {config.images}) rewards "
+                f"with actions_per_image, got {tuple(rewards.shape)}"
+            )
         stats = grpo_update(
             policy, ref, optimizer, coeffs, rewards,
             epochs=config.epochs, clip_eps=config.clip_eps, kl_coef=config.kl_coef,
-            max_grad_norm=config.max_grad_norm,
+            max_grad_norm=config.max_grad_norm, actions_per_image=config.actions_per_image,
         )  # fmt: skip
         history.mean_reward.append(float(rewards.mean()))
         history.kl.append(float(stats["kl"]))

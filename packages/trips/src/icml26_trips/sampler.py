@@ -19,6 +19,7 @@ With ``lambda = 1, beta = 0, eta = 0`` the step is exactly Euler: ``z + (sigma_n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -30,14 +31,36 @@ from .schedules import TriadicSchedule
 VelocityFn = Callable[[torch.Tensor, torch.Tensor, Any], torch.Tensor]
 
 
-def flow_sigmas(nfe: int, shift: float = 4.0, dtype=torch.float64) -> torch.Tensor:
-    """``nfe + 1`` noise levels from 1 to 0, time-shifted as SD3: ``s t / (1 + (s - 1) t)``."""
-    if not isinstance(nfe, int) or nfe < 1:
+def flow_sigmas(
+    nfe: int, shift: float = 3.0, *, num_train_timesteps: int | None = 1000, dtype=torch.float64
+) -> torch.Tensor:
+    """``nfe + 1`` SD3 noise levels from 1 down to a final 0; shape ``(nfe + 1,)``.
+
+    With ``f(t) = shift t / (1 + (shift - 1) t)`` and ``N = num_train_timesteps``, the grid of
+    diffusers' ``FlowMatchEulerDiscreteScheduler(shift=shift).set_timesteps(nfe)`` (static shift)
+    followed by 0::
+
+        t_min = f(1 / N),   sigma_k = f(t_k),  t_k = linspace(1, t_min, nfe),   sigma_nfe = 0
+
+    The official TriPS runs use the SD3.5-M scheduler as built, **shift 3** (their
+    ``scheduler.config.shift = 4.0`` does not reach a built scheduler), at 28 NFE:
+    ``1, 0.98738, ..., 0.0089286, 0``. ``num_train_timesteps=None`` gives the continuous grid
+    ``f(linspace(1, 0, nfe + 1))`` instead.
+    """
+    if not isinstance(nfe, int) or isinstance(nfe, bool) or nfe < 1:
         raise ValueError(f"nfe must be an integer >= 1, got {nfe!r}")
-    if shift <= 0:
-        raise ValueError(f"shift must be > 0, got {shift}")
-    t = torch.linspace(1.0, 0.0, nfe + 1, dtype=dtype)
-    return shift * t / (1 + (shift - 1) * t)
+    if not (shift > 0 and math.isfinite(shift)):
+        raise ValueError(f"shift must be finite and > 0, got {shift}")
+    f = lambda t: shift * t / (1 + (shift - 1) * t)
+    if num_train_timesteps is None:
+        return f(torch.linspace(1.0, 0.0, nfe + 1, dtype=dtype))
+    if not isinstance(num_train_timesteps, int) or num_train_timesteps < 1:
+        raise ValueError(
+            f"num_train_timesteps must be an integer >= 1, got {num_train_timesteps!r}"
+        )
+    t_min = f(1.0 / num_train_timesteps)
+    t = torch.linspace(1.0, t_min, nfe, dtype=dtype)
+    return torch.cat([f(t), torch.zeros(1, dtype=dtype)])
 
 
 class FlowDPSSampler:
@@ -51,8 +74,9 @@ class FlowDPSSampler:
         decode: ``D`` mapping the sampled state to the operator's input (a VAE decoder for
             latent models); identity when ``None``. DC gradients flow through it.
         sigmas: the ``nfe + 1`` noise levels (decreasing, ``sigmas[0] <= 1``, ``sigmas[-1] = 0``);
-            default ``flow_sigmas(nfe, shift)``.
-        shift: SD3 time shift used when ``sigmas`` is not given (official: 4).
+            default ``flow_sigmas(nfe, shift)`` (the diffusers SD3 grid).
+        shift: SD3 time shift used when ``sigmas`` is not given: 3, the SD3.5-M scheduler the
+            official runs use (their code sets ``config.shift = 4``, which does not take effect).
         sigma_y: measurement noise level (official: 0.03).
         pinv_weight: ``eta_reg = max(1e-4, sigma_y^2 pinv_weight)`` (official 0.8; 0 for SR).
         phi: exponent of the mixing weight ``l = (1 - sigma)^phi`` (official 1).
@@ -67,7 +91,7 @@ class FlowDPSSampler:
         *,
         decode: Callable[[torch.Tensor], torch.Tensor] | None = None,
         sigmas: torch.Tensor | None = None,
-        shift: float = 4.0,
+        shift: float = 3.0,
         sigma_y: float = 0.03,
         pinv_weight: float = 0.8,
         phi: float = 1.0,
@@ -212,6 +236,11 @@ class FlowDPSSampler:
         if y is not None and z.shape[0] != y.shape[0]:
             raise ValueError(f"batch sizes disagree: state has {z.shape[0]}, y has {y.shape[0]}")
         batch = z.shape[0]
+        if bool((schedule.cfg < 1).any()):
+            raise ValueError(
+                "schedule.cfg (the CFG scale lambda) must be >= 1 (1 = conditional only; the "
+                f"official range is [1, 8]), got min {float(schedule.cfg.min()):.4g}"
+            )
         if schedule.cfg.ndim == 2 and schedule.cfg.shape[1] != batch:
             raise ValueError(
                 f"per-sample schedule has B={schedule.cfg.shape[1]} but the batch is {batch}"
@@ -239,6 +268,10 @@ class FlowDPSSampler:
             )
             t = torch.full((batch,), sigma, dtype=z.dtype, device=z.device)
             v = self.guided_velocity(z, t, cond, lam)
+            if not bool(torch.isfinite(v).all()):
+                raise FloatingPointError(
+                    f"velocity_fn returned non-finite values at step {i} (sigma = {sigma:.4g})"
+                )
             x0_hat = z - sigma * v  # (B, ...)
             x1_hat = z + (1.0 - sigma) * v
             if trace is not None:

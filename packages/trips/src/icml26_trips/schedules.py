@@ -4,9 +4,17 @@ TriPS (Bang, Mun, Seo, Hong, Chun, ICML 2026) schedules, per sampling step ``i =
 a data-consistency scale ``beta_i`` (decreasing), a classifier-free-guidance scale
 ``lambda_i`` (increasing) and a stochasticity ``eta_i`` (decreasing). With ``u = i / (N - 1)``:
 
-* templates (Sec. TriPS-T, official ``build_init_schedules.py``) warp ``u`` by
-  ``phi_lin(u) = u``, ``phi_exp(u, a) = (e^{a u} - 1) / (e^a - 1)`` or
-  ``phi_log(u, a) = log(1 + a u) / log(1 + a)`` and interpolate ``start + (end - start) phi(u)``;
+* templates (Sec. TriPS-T, official ``TriPS_T_code/sd3_sampler_total.py`` and
+  ``TriPS_G/build_init_schedules.py``) warp ``u`` by ``phi_lin(u) = u``,
+  ``phi_exp(u, a) = (e^{a u} - 1) / (e^a - 1)`` or ``phi_log(u, a) = log(1 + a u) / log(1 + a)``
+  and interpolate ``start + (end - start) phi(u)``. The official *names* map to warps per
+  component (``TEMPLATE_WARPS``), and not literally for DC and stochasticity::
+
+      component  "linear"  "exponential"      "logarithm"
+      cfg        u         phi_exp(u, 6)      phi_log(u, 6)
+      dc         u         phi_log(u, 6)      phi_exp(u, 6)
+      eta        u         phi_log(u, 50)     phi_exp(u, 15)   (the "late drop")
+
 * Bernstein schedules (Sec. TriPS-G) are ``s(u) = lo + (hi - lo) sum_k c_k B_{k,n}(u)`` with
   ``B_{k,n}(u) = C(n, k) u^k (1 - u)^{n-k}`` and coefficients ``c_k in (0, 1)``; because the
   basis is a partition of unity the curve stays inside ``[lo, hi]``.
@@ -24,11 +32,28 @@ import torch
 Shape = Literal["linear", "exponential", "logarithm"]
 SHAPES: tuple[str, ...] = ("linear", "exponential", "logarithm")
 
-# Warp strengths of the official templates: CFG and DC use alpha = 6 for both warps; the
-# stochasticity uses an expm1 warp of strength 15 and a log warp of strength 50.
-CFG_ALPHA = {"exponential": 6.0, "logarithm": 6.0}
-DC_ALPHA = {"exponential": 6.0, "logarithm": 6.0}
-ETA_ALPHA = {"exponential": 15.0, "logarithm": 50.0}
+# Official name -> (warp, strength) per component: the branches of the TriPS-T sampling loop
+# (``SD3FlowDPS.sample``; ``build_init_schedules.py`` notes "by the sampler's own naming,
+# dc='logarithm' uses phi_exp while cfg='logarithm' uses phi_log"). For DC and eta the name
+# describes the schedule's curve, not the warp: a DC "logarithm" stays high and falls late, an
+# eta "logarithm" stays near 1 and drops late.
+TEMPLATE_WARPS: dict[str, dict[str, tuple[str, float]]] = {
+    "cfg": {"linear": ("linear", 0.0), "exponential": ("exp", 6.0), "logarithm": ("log", 6.0)},
+    "dc": {"linear": ("linear", 0.0), "exponential": ("log", 6.0), "logarithm": ("exp", 6.0)},
+    "eta": {"linear": ("linear", 0.0), "exponential": ("log", 50.0), "logarithm": ("exp", 15.0)},
+}
+
+# The confirmed TriPS-T configurations (official ``build_init_schedules.py::CONFIGS``, the
+# schedules TriPS-G starts from): (dataset, task) -> template arguments. CFG always 1 -> 6,
+# eta 1 -> 0, stochasticity weight 1.
+OFFICIAL_TEMPLATES: dict[tuple[str, str], dict] = {
+    ("DIV2K", "sr_bicubic"): dict(dc="linear", cfg="logarithm", sto="logarithm", dc_range=(300.0, 100.0)),
+    ("DIV2K", "deblur_gauss"): dict(dc="linear", cfg="logarithm", sto="logarithm", dc_range=(300.0, 200.0)),
+    ("DIV2K", "deblur_motion"): dict(dc="linear", cfg="exponential", sto="linear", dc_range=(350.0, 150.0)),
+    ("FFHQ", "sr_bicubic"): dict(dc="linear", cfg="logarithm", sto="logarithm", dc_range=(250.0, 50.0)),
+    ("FFHQ", "deblur_gauss"): dict(dc="logarithm", cfg="logarithm", sto="logarithm", dc_range=(200.0, 100.0)),
+    ("FFHQ", "deblur_motion"): dict(dc="linear", cfg="exponential", sto="linear", dc_range=(350.0, 150.0)),
+}  # fmt: skip
 
 
 def phi_exp(u: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -42,7 +67,12 @@ def phi_log(u: torch.Tensor, alpha: float) -> torch.Tensor:
 
 
 def warp(u: torch.Tensor, shape: str, alpha: float = 6.0) -> torch.Tensor:
-    """Monotone map of ``[0, 1]`` onto itself named by ``shape``."""
+    """Monotone map of ``[0, 1]`` onto itself by its *mathematical* shape: ``"linear"`` ``u``,
+    ``"exponential"`` ``phi_exp(u, alpha)``, ``"logarithm"`` ``phi_log(u, alpha)``.
+
+    This is not the official template naming for DC and eta: use ``component_template`` or
+    ``make_template`` for the official names (``TEMPLATE_WARPS``).
+    """
     if shape == "linear":
         return u
     if shape == "exponential":
@@ -55,10 +85,32 @@ def warp(u: torch.Tensor, shape: str, alpha: float = 6.0) -> torch.Tensor:
 def template(
     shape: str, start: float, end: float, nfe: int, alpha: float = 6.0, *, dtype=torch.float64
 ) -> torch.Tensor:
-    """``start + (end - start) * phi(i / (nfe - 1))`` for ``i = 0..nfe-1``; shape ``(nfe,)``."""
+    """``start + (end - start) * phi(i / (nfe - 1))`` for ``i = 0..nfe-1``; shape ``(nfe,)``.
+
+    ``shape`` names the warp literally (see ``warp``); official template names per component
+    are resolved by ``component_template``.
+    """
     _check_nfe(nfe)
     u = torch.linspace(0.0, 1.0, nfe, dtype=dtype) if nfe > 1 else torch.zeros(1, dtype=dtype)
     return start + (end - start) * warp(u, shape, alpha)
+
+
+def component_template(
+    component: str, name: str, start: float, end: float, nfe: int, *, dtype=torch.float64
+) -> torch.Tensor:
+    """One TriPS-T schedule by its *official* name: ``start + (end - start) phi(u)``, ``(nfe,)``.
+
+    ``component`` is ``"cfg"``, ``"dc"`` or ``"eta"``; ``name`` one of ``SHAPES``; the warp and
+    its strength come from ``TEMPLATE_WARPS`` (e.g. ``("dc", "logarithm")`` is
+    ``phi_exp(u, 6)`` and ``("eta", "logarithm")`` is ``expm1(15 u) / expm1(15)``).
+    """
+    if component not in TEMPLATE_WARPS:
+        raise ValueError(f"component must be one of {tuple(TEMPLATE_WARPS)}, got {component!r}")
+    if name not in SHAPES:
+        raise ValueError(f"{component} shape must be one of {SHAPES}, got {name!r}")
+    kind, alpha = TEMPLATE_WARPS[component][name]
+    literal = {"linear": "linear", "exp": "exponential", "log": "logarithm"}[kind]
+    return template(literal, start, end, nfe, alpha, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -148,21 +200,46 @@ def make_template(
     cfg_range: tuple[float, float] = (1.0, 6.0),
     eta_range: tuple[float, float] = (1.0, 0.0),
     nfe: int = 28,
+    sto_weight: float = 1.0,
 ) -> TriadicSchedule:
     """A TriPS-T schedule: DC ``dc_range[0] -> dc_range[1]``, CFG ``1 -> 6``, eta ``1 -> 0``.
 
-    Defaults are the official DIV2K SR x8 configuration (DC linear 300 -> 100, CFG and
-    stochasticity logarithmic). Warp strengths follow the official code (``CFG_ALPHA``,
-    ``DC_ALPHA``, ``ETA_ALPHA``).
+    ``dc``, ``cfg`` and ``sto`` are the *official* template names, resolved per component by
+    ``TEMPLATE_WARPS`` (DC "logarithm" is ``phi_exp(u, 6)``, eta "logarithm" is
+    ``expm1(15 u) / expm1(15)``, eta "exponential" is ``phi_log(u, 50)``). Defaults are the
+    official DIV2K SR x8 configuration (``OFFICIAL_TEMPLATES[("DIV2K", "sr_bicubic")]``: DC
+    linear 300 -> 100, CFG "logarithm", stochasticity "logarithm"). ``sto_weight`` multiplies
+    eta in the "logarithm" branch only, then eta is capped at 1 (official
+    ``stochasticity_weight``).
     """
     for arg, shape in (("dc", dc), ("cfg", cfg), ("sto", sto)):
         if shape not in SHAPES:
             raise ValueError(f"{arg} must be one of {SHAPES}, got {shape!r}")
+    if not (math.isfinite(sto_weight) and sto_weight >= 0):
+        raise ValueError(f"sto_weight must be finite and >= 0, got {sto_weight}")
+    eta = component_template("eta", sto, *eta_range, nfe)
+    if sto == "logarithm":
+        eta = (eta * sto_weight).clamp(max=1.0)
     return TriadicSchedule(
-        cfg=template(cfg, *cfg_range, nfe, CFG_ALPHA.get(cfg, 6.0)),
-        dc=template(dc, *dc_range, nfe, DC_ALPHA.get(dc, 6.0)),
-        eta=template(sto, *eta_range, nfe, ETA_ALPHA.get(sto, 6.0)),
+        cfg=component_template("cfg", cfg, *cfg_range, nfe),
+        dc=component_template("dc", dc, *dc_range, nfe),
+        eta=eta,
     )
+
+
+def official_template(dataset: str, task: str, nfe: int = 28) -> TriadicSchedule:
+    """The confirmed TriPS-T schedule ``OFFICIAL_TEMPLATES[(dataset, task)]``.
+
+    ``dataset`` in ``{"DIV2K", "FFHQ"}``, ``task`` in ``{"sr_bicubic", "deblur_gauss",
+    "deblur_motion"}`` (official names); the schedules of the official
+    ``init_load_file_fin/*.npz`` that TriPS-G starts from.
+    """
+    key = (dataset, task)
+    if key not in OFFICIAL_TEMPLATES:
+        raise ValueError(
+            f"(dataset, task) must be one of {sorted(OFFICIAL_TEMPLATES)}, got {key!r}"
+        )
+    return make_template(**OFFICIAL_TEMPLATES[key], nfe=nfe)
 
 
 # --------------------------------------------------------------------------- Bernstein curves
