@@ -30,8 +30,14 @@ RANDOMISED = [  # (label, n, m, grid, notion, totals)
     ("none", 2, 3, [0, 1, 3, 9], "ef1", None),
     ("none", 2, 3, [0, 1, 3, 9], "propx", None),
 ]
-PER_AGENT = [(2, 4, [0, 1, 2, 3]), (2, 6, [0, 1, 2]), (2, 7, [0, 1, 2]), (3, 4, [0, 1, 2]),
-             (3, 5, [0, 1, 2]), (3, 6, [0, 1])]
+PER_AGENT = [
+    (2, 4, [0, 1, 2, 3]),
+    (2, 6, [0, 1, 2]),
+    (2, 7, [0, 1, 2]),
+    (3, 4, [0, 1, 2]),
+    (3, 5, [0, 1, 2]),
+    (3, 6, [0, 1]),
+]
 
 
 def main():
@@ -42,16 +48,37 @@ def main():
         cert = of.randomised_game_value(n, m, grid, notion, totals=totals, remainder=rem)
         cpu = time.process_time() - t
         det, _ = of.game_value(n, m, grid, notion, totals=totals, remainder=rem)
-        rows.append(dict(information=label, n=n, m=m, grid=grid, notion=notion, totals=totals,
-                         remainder=rem, randomised=round(cert.value, 6), deterministic=round(det, 6),
-                         lp_variables=cert.n_variables, lp_cpu_s=round(cpu, 2)))
+        rows.append(
+            dict(
+                information=label,
+                n=n,
+                m=m,
+                grid=grid,
+                notion=notion,
+                totals=totals,
+                remainder=rem,
+                randomised=round(cert.value, 6),
+                deterministic=round(det, 6),
+                lp_variables=cert.n_variables,
+                lp_cpu_s=round(cpu, 2),
+            )
+        )
         print(rows[-1], flush=True)
     pa = []
     for n, m, grid in PER_AGENT:
         t = time.process_time()
-        value, worst = of.per_agent_worst_value(n, m, grid, "mms", max_games=10**6)
-        pa.append(dict(n=n, m=m, grid=grid, notion="mms", value=round(value, 6),
-                       one_over_n=round(1 / n, 6), cpu_s=round(time.process_time() - t, 2)))
+        value, _ = of.per_agent_worst_value(n, m, grid, "mms", max_games=10**6)
+        pa.append(
+            dict(
+                n=n,
+                m=m,
+                grid=grid,
+                notion="mms",
+                value=round(value, 6),
+                one_over_n=round(1 / n, 6),
+                cpu_s=round(time.process_time() - t, 2),
+            )
+        )
         print(pa[-1], flush=True)
     result = {
         "randomised": rows,

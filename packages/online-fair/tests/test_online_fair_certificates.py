@@ -217,7 +217,8 @@ def test_randomised_lp_without_information_reproduces_a_hand_value():
 
 def test_randomised_lp_refuses_oversized_games():
     with pytest.raises(ValueError, match="randomised LP too large"):
-        randomised_game_value(2, 5, range(13), "mms", totals=[12, 12], remainder=True,
-                              max_variables=10_000)
+        randomised_game_value(
+            2, 5, range(13), "mms", totals=[12, 12], remainder=True, max_variables=10_000
+        )
     with pytest.raises(ValueError, match="remainder=True needs totals"):
         randomised_game_value(2, 3, range(3), "mms", remainder=True)

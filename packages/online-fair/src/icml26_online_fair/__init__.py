@@ -40,9 +40,8 @@ from .notions import (
     prop_ratio,
     propx_ratio,
 )
-from .per_agent import PerAgentOptimalPolicy, per_agent_game_value, per_agent_worst_value
 from .offline import envy_cycle_elimination, max_mms_ratio, mms_bag_filling, round_robin
-from .randomised import RandomisedCertificate, randomised_game_value
+from .per_agent import PerAgentOptimalPolicy, per_agent_game_value, per_agent_worst_value
 from .policies import (
     CappedGreedy,
     GreedyPolicy,
@@ -55,6 +54,7 @@ from .policies import (
     divide_online,
     predictions_separated,
 )
+from .randomised import RandomisedCertificate, randomised_game_value
 
 __version__ = "0.1.0"
 
@@ -71,8 +71,8 @@ __all__ = [
     "OptimalGridPolicy",
     "PerAgentOptimalPolicy",
     "PlanAndMatch",
-    "RandomisedCertificate",
     "RandomPolicy",
+    "RandomisedCertificate",
     "RoundRobinPolicy",
     "ThresholdGreedy",
     "__version__",

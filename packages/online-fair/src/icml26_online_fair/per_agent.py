@@ -149,7 +149,8 @@ def per_agent_worst_value(
             f"per_agent_worst_value too large: {count} multiset profiles for n={n}, m={m}, "
             f"{g.size} grid values (max_games={max_games}); shrink n, m or the grid"
         )
-    best, arg = 2.0, None
+    best: float = 2.0
+    arg: np.ndarray | None = None
     for combo in itertools.combinations_with_replacement(range(len(rows)), n):
         p = np.array([rows[k] for k in combo], dtype=float)
         v = per_agent_game_value(p, notion)

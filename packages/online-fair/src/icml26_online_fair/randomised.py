@@ -105,6 +105,7 @@ def _instances(n, m, grid, totals, remainder, max_variables=np.inf):
             out.append((*prefix, index[last]))
             _guard()
             return
+        moves: Sequence[int]
         if tot is None:
             moves = range(len(grid_arr))
         else:
@@ -156,7 +157,9 @@ def randomised_game_value(
             f"randomised LP too large: {nvar:.3g} sequence variables for n={n}, m={m} "
             f"(max_variables={max_variables}); shrink n, m or the grid"
         )
-    offset = np.r_[0, np.cumsum(sizes)]  # variable of (level t, prefix j, actions c): off_t + j n^t + c
+    offset = np.r_[
+        0, np.cumsum(sizes)
+    ]  # variable of (level t, prefix j, actions c): off_t + j n^t + c
     z = nvar  # the last variable
 
     # flow constraints: x(parent, c) = sum_a x(child, c n + a), one row per (child prefix, c)
@@ -217,7 +220,7 @@ def randomised_game_value(
     behaviour: dict = {}
     for t in range(m):
         nt = n**t
-        for jc, jp in enumerate(parents[t + 1]):
+        for jc in range(len(parents[t + 1])):
             p = prefixes[t + 1][jc]
             for c in range(nt):
                 own = np.unravel_index(c, (n,) * t) if t else ()
@@ -233,4 +236,3 @@ def randomised_game_value(
         behaviour=behaviour,
         n_variables=nvar,
     )
-
