@@ -143,7 +143,8 @@ def randomised_game_value(
     _check_nm(n, m)
     vectors, inst = _instances(n, m, grid, totals, remainder, max_variables)  # inst: (I, m)
     # level t: distinct k-prefixes of length t, with their parent prefix at level t - 1
-    prefixes, parents = [[()]], [np.zeros(0, dtype=np.int64)]
+    prefixes: list[list[tuple[int, ...]]] = [[()]]
+    parents = [np.zeros(0, dtype=np.int64)]
     for t in range(1, m + 1):
         keys = {tuple(r) for r in inst[:, :t].tolist()}
         lvl = sorted(keys)
@@ -224,7 +225,7 @@ def randomised_game_value(
             p = prefixes[t + 1][jc]
             for c in range(nt):
                 own = np.unravel_index(c, (n,) * t) if t else ()
-                hist = tuple(zip(p[:-1], (int(a) for a in own)))
+                hist: tuple = tuple(zip(p[:-1], (int(a) for a in own)))
                 w = x[offset[t + 1] + jc * nt * n + c * n : offset[t + 1] + jc * nt * n + c * n + n]
                 s = w.sum()
                 behaviour[(hist, p[-1])] = w / s if s > 1e-12 else np.full(n, 1.0 / n)
