@@ -222,3 +222,15 @@ def test_randomised_lp_refuses_oversized_games():
         )
     with pytest.raises(ValueError, match="remainder=True needs totals"):
         randomised_game_value(2, 3, range(3), "mms", remainder=True)
+
+
+def test_randomised_lp_reproduces_the_readme_headline_bound():
+    # the README's randomised bound for MMS with normalization at n = 2: 0.8 at m = 4, values
+    # {0..6}, totals (6, 6), beside the deterministic 2/3 of the same game; both sides re-checked
+    cert = of.randomised_game_value(2, 4, range(7), "mms", totals=[6, 6], remainder=True)
+    assert cert.value == pytest.approx(0.8, abs=TOL)
+    det, _ = of.game_value(2, 4, range(7), "mms", totals=[6, 6], remainder=True)
+    assert det == pytest.approx(2 / 3)
+    assert _strategy_payoffs(cert).min() >= cert.value - TOL
+    assert cert.mixture.sum() == pytest.approx(1.0)
+    assert _best_response(cert) <= cert.value + TOL
