@@ -16,6 +16,7 @@ import pathlib
 import time
 
 import icml26_online_fair as of
+import numpy as np
 
 OUT = pathlib.Path(__file__).with_name("certificates.json")
 
@@ -80,9 +81,33 @@ def main():
             )
         )
         print(pa[-1], flush=True)
+    # beyond exhaustive grids: seeded random profiles with more goods (values 0..K)
+    sampled = []
+    rng = np.random.default_rng(0)
+    for n, ms, ks, count in [(2, (7, 8), (2, 5), 300), (3, (5, 6), (2, 3), 200)]:
+        t = time.process_time()
+        values = []
+        for _ in range(count):
+            m = int(rng.integers(ms[0], ms[1] + 1))
+            k = int(rng.integers(ks[0], ks[1] + 1))
+            p = rng.integers(0, k + 1, (n, m)).astype(float)
+            values.append(of.per_agent_game_value(p, "mms"))
+        sampled.append(
+            dict(
+                n=n,
+                m=list(ms),
+                max_value=list(ks),
+                profiles=count,
+                seed=0,
+                min_value=round(min(values), 6),
+                cpu_s=round(time.process_time() - t, 2),
+            )
+        )
+        print(sampled[-1], flush=True)
     result = {
         "randomised": rows,
         "per_agent": pa,
+        "per_agent_random": sampled,
         "known": "1/2-MMS is optimal for n = 2 with normalization (Zhou, Bai & Wu 2023)",
     }
     OUT.write_text(json.dumps(result, indent=1) + "\n")
