@@ -11,7 +11,7 @@ import pytest
 VALUATIONS = {"Ann": {"x": 5, "y": 1, "z": 3, "w": 0}, "Bob": {"x": 4, "y": 4, "z": 1, "w": 2}}
 
 
-@pytest.mark.parametrize("module", ["__init__", "adversary", "notions", "policies"])
+@pytest.mark.parametrize("module", ["__init__", "adversary", "notions", "policies", "randomised"])
 def test_doctests(module):
     name = "icml26_online_fair" + ("" if module == "__init__" else f".{module}")
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)

@@ -74,3 +74,43 @@ def test_share_based_lift_reaches_the_offline_optimum_in_every_order():
         for order in itertools.permutations(range(m)):
             alloc = of.divide_online(policy, of.OnlineInstance(v, order), pred)
             assert of.mms_ratio(v, alloc, mms) == pytest.approx(best)
+
+
+# Bag filling, pinned by hand. Every expected allocation below is computed by hand from the rule
+# "normalise MMS_i = 1; hand out single goods worth >= 1/2; then fill bags in good-id order and
+# close a bag as soon as a remaining agent values it >= 1/2", so a changed threshold (0.9, 0.51,
+# a strict ">" at exactly 1/2) or a changed single-good rule moves some good to another owner.
+BAG_CASES = [
+    # n = 2, eight goods worth 1 to both: MMS = 4, each good is worth 1/4. No single good reaches
+    # 1/2; the first bag {0, 1} is worth exactly 1/2 and closes (">=" at 1/2), agent 0 takes it,
+    # agent 1 takes the rest. At 0.9 the bag would be {0, 1, 2, 3}; with ">" it would be {0, 1, 2}.
+    ([[1] * 8, [1] * 8], [4, 4], [0, 0, 1, 1, 1, 1, 1, 1]),
+    # n = 2, six goods worth 1 to both: MMS = 3, goods worth 1/3. Bag {0} = 1/3 < 1/2 stays open,
+    # {0, 1} = 2/3 closes for agent 0. At 0.9 agent 0 would get {0, 1, 2} (worth 1).
+    ([[1] * 6, [1] * 6], [3, 3], [0, 0, 1, 1, 1, 1]),
+    # n = 2, values (2, 1, 1, 1, 1, 2) for both: total 8, MMS = 4 ({2,1,1} | {1,1,2}). Good 0 is
+    # worth exactly 1/2, so the single-good phase gives it to agent 0; agent 1 takes the rest.
+    # At 0.9 there is no single good and the first bag {0, 1, 2} (= 1) would go to agent 0.
+    ([[2, 1, 1, 1, 1, 2], [2, 1, 1, 1, 1, 2]], [4, 4], [0, 1, 1, 1, 1, 1]),
+    # n = 3, agents differ. Agent 0: (1, 1, 1, 1, 1, 1) -> MMS = 2, goods 1/2 each. Agent 1 and 2:
+    # (0, 0, 2, 2, 1, 1) -> MMS 2 ({2}, {2}, {1, 1}), goods 2 and 3 worth 1, goods 4, 5 worth 1/2.
+    # Single goods, in agent order: agent 0 values good 0 at 1/2 >= 1/2 -> takes {0}; then agent 1
+    # takes good 2 (first good >= 1/2 for her); then only agent 2 is left and takes the rest
+    # {1, 3, 4, 5}. At 0.9: agent 0 has no single good; agent 1 takes good 2 (worth 1), agent 2
+    # takes good 3, agent 0 takes the rest {0, 1, 4, 5}.
+    ([[1, 1, 1, 1, 1, 1], [0, 0, 2, 2, 1, 1], [0, 0, 2, 2, 1, 1]], [2, 2, 2], [0, 2, 1, 2, 2, 2]),
+    # n = 3, no single good is worth 1/2 to anyone: every agent values (1,)*9 -> MMS = 3, goods 1/3.
+    # Bags in id order: {0, 1} (2/3 >= 1/2) -> agent 0; {2, 3} -> agent 1; agent 2 takes the rest.
+    # At 0.9 the bags would be {0, 1, 2} and {3, 4, 5}.
+    ([[1] * 9] * 3, [3, 3, 3], [0, 0, 1, 1, 2, 2, 2, 2, 2]),
+]
+
+
+@pytest.mark.parametrize("values,mms,expected", BAG_CASES)
+def test_bag_filling_matches_hand_computed_allocation(values, mms, expected):
+    v = np.array(values, dtype=float)
+    assert of.mms_values(v) == pytest.approx(mms)  # the shares the hand computation used
+    assert of.mms_bag_filling(v).tolist() == expected
+    assert of.mms_bag_filling(v, mms=mms).tolist() == expected
+    # and the scale of the values does not move the thresholds (shares are relative)
+    assert of.mms_bag_filling(1e-6 * v).tolist() == expected

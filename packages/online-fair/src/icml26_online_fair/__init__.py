@@ -41,6 +41,7 @@ from .notions import (
     propx_ratio,
 )
 from .offline import envy_cycle_elimination, max_mms_ratio, mms_bag_filling, round_robin
+from .per_agent import PerAgentOptimalPolicy, per_agent_game_value, per_agent_worst_value
 from .policies import (
     CappedGreedy,
     GreedyPolicy,
@@ -53,6 +54,7 @@ from .policies import (
     divide_online,
     predictions_separated,
 )
+from .randomised import RandomisedCertificate, randomised_game_value
 
 __version__ = "0.1.0"
 
@@ -67,8 +69,10 @@ __all__ = [
     "OnlineInstance",
     "OnlinePolicy",
     "OptimalGridPolicy",
+    "PerAgentOptimalPolicy",
     "PlanAndMatch",
     "RandomPolicy",
+    "RandomisedCertificate",
     "RoundRobinPolicy",
     "ThresholdGreedy",
     "__version__",
@@ -91,11 +95,14 @@ __all__ = [
     "mms_value",
     "mms_values",
     "overshoot_instance",
+    "per_agent_game_value",
+    "per_agent_worst_value",
     "predictions_separated",
     "prop1_ratio",
     "prop_ratio",
     "propx_ratio",
     "random_instance",
+    "randomised_game_value",
     "round_robin",
     "worst_order",
 ]
