@@ -210,7 +210,10 @@ class TNSHAPExplainer(ExplainerAlgorithm):
         n_graphs = int(batch.max()) + 1 if n_all else 0
         if n_all and bool((batch[edge_index[0]] != batch[edge_index[1]]).any()):
             raise ValueError("edge_index has edges between different graphs of batch")
-        node_kw, edge_kw, graph_kw, other = {}, {}, {}, {}
+        node_kw: dict[str, Any] = {}
+        edge_kw: dict[str, Any] = {}
+        graph_kw: dict[str, Any] = {}
+        other: dict[str, Any] = {}
         for key, val in kwargs.items():
             rows = val.shape[0] if isinstance(val, Tensor) and val.ndim >= 1 else None
             kinds = [

@@ -222,7 +222,7 @@ def exact_interaction_values(
     from shapiq import ExactComputer
 
     ec = ExactComputer(game, n) if computer is None else computer
-    ref = ec(index, 1 if index == "SV" else max_order)
+    ref = ec(index, 1 if index == "SV" else max_order)  # type: ignore[arg-type]  # a str index, checked by shapiq
     lookup: dict[tuple[int, ...], int] = {}
     values: list[float] = []
     for s in sorted(ref.interaction_lookup, key=lambda t: (len(t), t)):

@@ -95,6 +95,8 @@ class GraphTN(nn.Module):
     anchors: torch.Tensor  # (α, β) buffer: weights of the anchor terms Π(1 − z_u), Π z_u
     fitted: torch.Tensor  # bool buffer: set by fit_surrogate (or by hand), saved in state_dict
     scale: torch.Tensor  # σ (buffer)
+    prior_coef: torch.Tensor  # (1 + n + |E|,) pairwise-prior coefficients (buffer)
+    prior_edges: torch.Tensor  # (|E|, 2) int64 graph edges of the pairwise prior
 
     def __init__(
         self,
