@@ -24,6 +24,14 @@ def _setup(N, k, E, D, M, DO, bs, seed=0):
     return idx, perm, x, g, w1, w2
 
 
+def _fwd_bwd(xp, w1, w2, perm, dy, backend):
+    """y and the gradients of <y, dy> wrt x, W1, W2 on fresh leaf copies, for one backend."""
+    a, b, c = (t.clone().requires_grad_() for t in (xp, w1, w2))
+    y = grouped_mlp(a, b, c, perm, backend=backend)
+    (y * dy).sum().backward()
+    return y.detach(), a.grad, b.grad, c.grad
+
+
 @pytest.mark.parametrize("backend", ["triton", "torch"])
 def test_moe_pipeline_equals_per_token_expert_loop(backend):
     N, k, E, D, M = 13, 2, 4, 12, 20
@@ -48,12 +56,7 @@ def test_triton_matches_reference_forward_and_backward(D, M, DO):
     _, perm, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, 16, seed=1)
     xp = permute(x, perm, backend="torch")
     dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(2))
-    res = []
-    for be in ("triton", "torch"):
-        a, b, c = (t.clone().requires_grad_() for t in (xp, w1, w2))
-        y = grouped_mlp(a, b, c, perm, backend=be)
-        (y * dy).sum().backward()
-        res.append((y.detach(), a.grad, b.grad, c.grad))
+    res = [_fwd_bwd(xp, w1, w2, perm, dy, be) for be in ("triton", "torch")]
     for p, q in zip(*res):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
     assert torch.all(res[0][0][perm.src_token == -1] == 0)  # padding rows stay zero
@@ -91,12 +94,7 @@ def test_triton_with_wide_blocks_and_d_out_unlike_d(bs):
     _, perm, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=4)
     xp = permute(x, perm, backend="torch")
     dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(5))
-    res = []
-    for be in ("triton", "torch"):
-        a, b, c = (t.clone().requires_grad_() for t in (xp, w1, w2))
-        y = grouped_mlp(a, b, c, perm, backend=be)
-        (y * dy).sum().backward()
-        res.append((y.detach(), a.grad, b.grad, c.grad))
+    res = [_fwd_bwd(xp, w1, w2, perm, dy, be) for be in ("triton", "torch")]
     for p, q in zip(*res):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
 
@@ -165,13 +163,8 @@ def test_every_gpu_tile_configuration_matches_the_reference(config):
     _, perm, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=8)
     xp = permute(x, perm, backend="torch")
     dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(9))
-    res = []
-    for be in ("triton", "torch"):
-        a, b, c = (t.clone().requires_grad_() for t in (xp, w1, w2))
-        with forced_tiles(config):
-            y = grouped_mlp(a, b, c, perm, backend=be)
-            (y * dy).sum().backward()
-        res.append((y.detach(), a.grad, b.grad, c.grad))
+    with forced_tiles(config):
+        res = [_fwd_bwd(xp, w1, w2, perm, dy, be) for be in ("triton", "torch")]
     for name, p, q in zip(("y", "dx", "dw1", "dw2"), *res):
         # fp32 with IEEE dots: rounding of reductions of length <= max(D, M, D_out, rows)
         atol = 8 * torch.finfo(torch.float32).eps * q.abs().max().item() * 384**0.5
