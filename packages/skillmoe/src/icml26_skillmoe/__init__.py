@@ -6,6 +6,7 @@ from .aggregate import (
     AggregatorItem,
     LLMAggregator,
     build_aggregator_benchmark,
+    build_routed_aggregator_benchmark,
     expert_prompt,
     majority_vote,
     select_aggregator,
@@ -30,7 +31,7 @@ from .pipeline import SkillMoE, SkillMoEResult
 from .profiles import ProfileBank, normalize_to_probability
 from .routing import recruit, recruit_batch, recruitment_distribution
 from .scheduler import BatchScheduler, ScheduleError, ScheduleStats, run_naive
-from .serve import make_server
+from .serve import SkillMoEServer, make_server
 from .skills import (
     KeywordMapper,
     LLMSkillAnnotator,
@@ -57,10 +58,12 @@ __all__ = [
     "ScheduleStats",
     "SkillMoE",
     "SkillMoEResult",
+    "SkillMoEServer",
     "TransformersGenerator",
     "__version__",
     "accuracy",
     "build_aggregator_benchmark",
+    "build_routed_aggregator_benchmark",
     "expert_prompt",
     "extract_answer",
     "extract_boxed",

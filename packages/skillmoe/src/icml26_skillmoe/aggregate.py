@@ -9,6 +9,11 @@ empty). The candidate that answers this test best is the aggregator:
     A* = argmax_A  mean_q  1[ extract(A(q, shuffle(c_q, w_q1, w_q2))) == gold_q ]
 
 The 3-expert majority vote (ties: first answer in slot order) is reported beside it upstream.
+
+:func:`build_routed_aggregator_benchmark` is an option upstream does not have: the test items
+are the teams routing would actually recruit for the validation questions (cross-fitted: a
+question is routed with profiles built from the other folds), so the aggregator is chosen on
+the response mix it will see at test time, not on a fixed 1-correct / 2-incorrect mix.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from typing import Any
 
 from .backends import call_generate
 from .eval import INVALID, extract_answer, math_equiv
+from .profiles import ProfileBank
+from .routing import recruit
 
 __all__ = [
     "ANSWER_FORMATS",
     "AggregatorItem",
     "LLMAggregator",
     "build_aggregator_benchmark",
+    "build_routed_aggregator_benchmark",
     "expert_prompt",
     "majority_vote",
     "select_aggregator",
@@ -139,6 +147,70 @@ def build_aggregator_benchmark(
         where = next((s for s, (_, is_c) in enumerate(slots) if is_c), None)
         items.append(AggregatorItem(questions[q], [x for x, _ in slots], golds[q], where))
     return items
+
+
+def build_routed_aggregator_benchmark(
+    questions: Sequence[Any],
+    keywords: Sequence[Sequence[str]],
+    outputs: Mapping[str, Sequence[Any]],
+    correct: Mapping[str, Sequence[bool]],
+    golds: Sequence[Any],
+    *,
+    k: int = 3,
+    rng: random.Random | int | None = 0,
+    mode: str = "sample",
+    folds: int = 2,
+    temperature: float = 0.5,
+) -> list[AggregatorItem]:
+    """An aggregator test made of routed teams (an option; upstream uses the synthetic test).
+
+    The validation questions are split at random into ``folds`` folds; each question q of
+    fold f is routed with :func:`~icml26_skillmoe.recruit` (``k``, ``mode``, ``temperature``)
+    on ``ProfileBank.from_validation`` of the other folds, and its item holds the recruited
+    experts' outputs ``outputs[m][q]`` in slot order (``correct_slot``: the first slot whose
+    expert was right, ``None`` if none). Cross-fitting keeps q's own correctness out of the
+    profiles that pick its team; in-sample routing would recruit the experts known to be
+    right on q. Keywords the other folds never saw are dropped (no keyword left: uniform
+    draw / strongest experts, as :func:`recruit`)."""
+    r = rng if isinstance(rng, random.Random) else random.Random(rng)
+    n = len(questions)
+    if len(keywords) != n or len(golds) != n:
+        raise ValueError(
+            f"keywords ({len(keywords)}), golds ({len(golds)}) and questions ({n}) "
+            "differ in length"
+        )
+    if not outputs or set(outputs) != set(correct):
+        raise ValueError("outputs and correct must name the same, non-empty set of models")
+    for m in outputs:
+        if len(outputs[m]) != n or len(correct[m]) != n:
+            raise ValueError(f"outputs/correct of model {m!r} do not have {n} entries")
+    if not isinstance(folds, int) or folds < 2 or folds > n:
+        raise ValueError(f"folds must be an int in [2, {n}] (the number of questions), got {folds!r}")
+    perm = list(range(n))
+    r.shuffle(perm)
+    fold_of = {q: i % folds for i, q in enumerate(perm)}
+    models = list(outputs)
+    items: list[AggregatorItem | None] = [None] * n
+    for f in range(folds):
+        train = [q for q in range(n) if fold_of[q] != f]
+        bank = ProfileBank.from_validation(
+            [keywords[q] for q in train], {m: [correct[m][q] for q in train] for m in models}
+        )
+        vocab = set(bank.vocabulary)
+        for q in range(n):
+            if fold_of[q] != f:
+                continue
+            team = recruit(
+                [w for w in keywords[q] if w in vocab],
+                bank,
+                k,
+                r,
+                temperature=temperature,
+                mode=mode,
+            )
+            slot = next((j for j, m in enumerate(team) if correct[m][q]), None)
+            items[q] = AggregatorItem(questions[q], [outputs[m][q] for m in team], golds[q], slot)
+    return [it for it in items if it is not None]
 
 
 # An aggregator maps a batch of (question, responses) to a batch of final answers / texts.

@@ -51,7 +51,11 @@ class SkillMoE:
     ``aggregator``: the name of the expert that synthesises (upstream: one per task, picked
     by :func:`~icml26_skillmoe.select_aggregator`), or ``None`` for the majority vote.
     ``annotator`` / ``mapper``: skill inference; omit both and pass ``keywords=`` to
-    :meth:`solve` when they are precomputed.
+    :meth:`solve` when they are precomputed. Without ``mapper``, annotated keywords are mapped
+    by ``KeywordMapper(bank.vocabulary, embed=embed)``, built once: pass a sentence encoder
+    (``embed=SentenceTransformer("all-MiniLM-L6-v2").encode``, upstream's model) for the
+    semantic mapping of the paper; the default ``"tfidf"`` is lexical (character n-grams) and
+    maps by spelling, not meaning (see :class:`~icml26_skillmoe.KeywordMapper`).
     """
 
     def __init__(
@@ -62,7 +66,9 @@ class SkillMoE:
         aggregator: str | None = None,
         annotator: LLMSkillAnnotator | None = None,
         mapper: KeywordMapper | None = None,
+        embed: str | Callable[[list[str]], Any] = "tfidf",
         k: int = 3,  # upstream: 3
+        recruit_mode: str = "sample",  # upstream: sampled; "topk" is the deterministic option
         task: str = "choice",
         num_choices: int = 4,  # upstream: 10 for MMLU-Pro, 4 otherwise
         temperature: float = 0.7,  # upstream: 0.7 for experts and aggregator
@@ -85,8 +91,16 @@ class SkillMoE:
         self.experts = dict(experts)
         self.aggregator = aggregator
         self.annotator = annotator
+        if mapper is not None and not (isinstance(embed, str) and embed == "tfidf"):
+            raise ValueError("pass either mapper= or embed=, not both (embed builds the mapper)")
+        if not (embed == "tfidf" or callable(embed)):
+            raise ValueError(f"embed must be 'tfidf' or a callable texts -> (n, d), got {embed!r}")
         self.mapper = mapper
+        self.embed = embed
+        if recruit_mode not in ("sample", "topk"):
+            raise ValueError(f"recruit_mode must be 'sample' or 'topk', got {recruit_mode!r}")
         self.k = k
+        self.recruit_mode = recruit_mode
         self.task = task
         self.num_choices = num_choices
         self.temperature = temperature
@@ -113,28 +127,38 @@ class SkillMoE:
             obj.unload()
 
     def _keyword_mapper(self) -> KeywordMapper:
-        """The user's mapper, else the default TF-IDF mapper over the bank's vocabulary, fitted
-        once and reused (it was refitted on every call)."""
+        """The user's mapper, else ``KeywordMapper(bank.vocabulary, embed=self.embed)``, built
+        once and reused (the vocabulary is embedded once)."""
         if self.mapper is not None:
             return self.mapper
         if self._default_mapper is None:
-            self._default_mapper = KeywordMapper(self.bank.vocabulary)
+            self._default_mapper = KeywordMapper(self.bank.vocabulary, embed=self.embed)
         return self._default_mapper
 
-    def infer_keywords(self, questions: Sequence[str]) -> list[list[str]]:
+    def infer_keywords(
+        self, questions: Sequence[str], stats: ScheduleStats | None = None
+    ) -> list[list[str]]:
         """Annotate, then map onto the bank's vocabulary. A loadable annotator model (one with
         ``unload``, e.g. :class:`TransformersGenerator`) is unloaded right after, so it is not
-        resident while the experts run; ``annotator_unloads`` counts those unloads."""
+        resident while the experts run; ``annotator_unloads`` counts those unloads, and
+        ``stats`` (when given) gets ``annotator_loads`` (the model was not loaded before and was
+        after) and ``annotator_unloads``."""
         if self.annotator is None:
             raise ValueError("no annotator: pass keywords= to solve(), or build with annotator=")
+        gen = getattr(self.annotator, "generator", None)
+        was_loaded = bool(getattr(gen, "loaded", False))
         try:
             raw = self.annotator.annotate(questions)
         finally:
-            unload = getattr(getattr(self.annotator, "generator", None), "unload", None)
-            loaded = getattr(getattr(self.annotator, "generator", None), "loaded", True)
+            unload = getattr(gen, "unload", None)
+            loaded = getattr(gen, "loaded", True)
+            if stats is not None and callable(unload) and loaded and not was_loaded:
+                stats.annotator_loads += 1
             if callable(unload) and loaded:
                 unload()
                 self.annotator_unloads += 1
+                if stats is not None:
+                    stats.annotator_unloads += 1
         return self._keyword_mapper().map_many(raw)
 
     def solve(
@@ -149,8 +173,9 @@ class SkillMoE:
         questions = list(questions)
         if not questions:
             return []
+        pre = ScheduleStats()  # the annotator's load / unload, merged into the run's stats
         if keywords is None:
-            kws = self.infer_keywords(questions)
+            kws = self.infer_keywords(questions, pre)
         else:
             if len(keywords) != len(questions):
                 raise ValueError("keywords and questions differ in length")
@@ -158,7 +183,12 @@ class SkillMoE:
             if self.mapper is not None:
                 kws = self.mapper.map_many(kws)
         assignments = recruit_batch(
-            kws, self.bank, self.k, self.rng, temperature=self.strength_temperature
+            kws,
+            self.bank,
+            self.k,
+            self.rng,
+            temperature=self.strength_temperature,
+            mode=self.recruit_mode,
         )
         sched = BatchScheduler(
             self._load,
@@ -169,7 +199,9 @@ class SkillMoE:
         )
         prompts = [expert_prompt(q, self.task) for q in questions]
         responses = sched.run(assignments, prompts)
-        self.last_stats = sched.stats
+        stats = sched.stats
+        stats.annotator_loads, stats.annotator_unloads = pre.annotator_loads, pre.annotator_unloads
+        self.last_stats = stats
         votes = [[extract_answer(r, self.task, self.num_choices) for r in rs] for rs in responses]
         majority = [str(majority_vote(v)) for v in votes]
         if self.aggregator is None:
@@ -177,6 +209,7 @@ class SkillMoE:
             answers = majority
         else:
             gen = self._load(self.aggregator)
+            stats.aggregator_loads += 1
             if on_load is not None:
                 on_load(self.aggregator)
             try:

@@ -9,6 +9,15 @@ and global strength p (``ProfileBank.global_strength(T=0.5)``), upstream draws k
 
 and, when the question has no keywords, k uniform draws over the whole pool. With the same
 ``random.Random`` seed and candidate order, :func:`recruit` reproduces upstream's draws.
+
+``mode="topk"`` (an option upstream does not have; the default stays ``"sample"``) is the
+deterministic variant: the k candidates of highest relevance,
+
+    a = top-k over the candidates above of  (r_m, p_m)   (lexicographic; ties: candidate order)
+
+so no draw is spent on a weak expert when the profiles are flat. It takes the candidates
+with r_m > 0 (else every candidate), distinct while there are k of them, and repeats the
+ranking from its top when there are fewer; with no keywords, the k strongest by p_m.
 """
 
 from __future__ import annotations
@@ -67,15 +76,22 @@ def recruit(
     *,
     temperature: float = 0.5,
     replacement: bool = True,
+    mode: str = "sample",
 ) -> list[str]:
     """Recruit ``k`` experts for one question (upstream: k = 3, with replacement, so an expert
     can be drawn more than once and then answers more than once).
 
     ``replacement=False`` draws distinct experts (sequential weighted sampling, an option
     upstream does not have); then ``k`` may not exceed the number of candidates.
+    ``mode="topk"``: the k most relevant candidates, no randomness (see the module docstring;
+    ``rng`` and ``replacement`` are not used).
     """
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
+    if mode not in ("sample", "topk"):
+        raise ValueError(f"mode must be 'sample' (upstream) or 'topk', got {mode!r}")
+    if mode == "topk":
+        return _topk(keywords, bank, k, temperature)
     r = _as_rng(rng)
     dist = recruitment_distribution(keywords, bank, temperature=temperature)
     if dist is None:  # no keywords: uniform over the pool, as upstream
@@ -103,6 +119,21 @@ def recruit(
     return chosen
 
 
+def _topk(keywords: Sequence[str], bank: ProfileBank, k: int, temperature: float) -> list[str]:
+    dist = recruitment_distribution(keywords, bank, temperature=temperature)  # checks the input
+    strength = bank.global_strength(temperature)
+    if dist is None:  # no keywords: the globally strongest
+        cands = bank.models
+        key = {m: (strength[m],) for m in cands}
+    else:
+        rel = bank.relevance(keywords)
+        cands = list(dist)  # r > 0 if any, else every candidate (upstream's fallback set)
+        key = {m: (rel[m], strength[m]) for m in cands}
+    order = sorted(range(len(cands)), key=lambda i: tuple(-v for v in key[cands[i]]) + (i,))
+    ranked = [cands[i] for i in order]
+    return [ranked[j % len(ranked)] for j in range(k)]
+
+
 def recruit_batch(
     keyword_lists: Sequence[Sequence[str]],
     bank: ProfileBank,
@@ -111,10 +142,11 @@ def recruit_batch(
     *,
     temperature: float = 0.5,
     replacement: bool = True,
+    mode: str = "sample",
 ) -> list[list[str]]:
     """:func:`recruit` for each question in turn, sharing one generator (as upstream's loop)."""
     r = _as_rng(rng)
     return [
-        recruit(kws, bank, k, r, temperature=temperature, replacement=replacement)
+        recruit(kws, bank, k, r, temperature=temperature, replacement=replacement, mode=mode)
         for kws in keyword_lists
     ]

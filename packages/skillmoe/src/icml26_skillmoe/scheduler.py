@@ -23,7 +23,12 @@ __all__ = ["BatchScheduler", "ScheduleError", "ScheduleStats", "run_naive"]
 @dataclass
 class ScheduleStats:
     """What a run cost: model loads and unloads, generate calls, and (with ``memory_fn``) the
-    resident bytes of each loaded expert and their peak (one model is resident at a time)."""
+    resident bytes of each loaded expert and their peak (one model is resident at a time).
+
+    ``loads`` / ``unloads`` count the experts' models. :meth:`SkillMoE.solve` also fills the
+    models around them: ``annotator_loads`` / ``annotator_unloads`` (a loadable annotator,
+    loaded for keyword inference and freed before any expert loads) and ``aggregator_loads``
+    (the aggregator, loaded once per batch after the experts)."""
 
     loads: int = 0
     unloads: int = 0
@@ -31,6 +36,9 @@ class ScheduleStats:
     prompts: int = 0
     order: list[str] = field(default_factory=list)  # experts in load order
     memory: dict[str, int] = field(default_factory=dict)
+    annotator_loads: int = 0
+    annotator_unloads: int = 0
+    aggregator_loads: int = 0
 
     @property
     def peak_memory(self) -> int:
