@@ -145,3 +145,52 @@ def test_majority_vote_ties_go_to_the_first_and_na_counts_as_upstream():
     assert majority_vote(["N/A"], drop_invalid=True) == "N/A"
     with pytest.raises(ValueError, match="empty"):
         majority_vote([])
+
+
+# ------------------------------------------- the routed-team aggregator test (an option)
+def test_routed_benchmark_holds_the_teams_routing_recruits_cross_fitted():
+    from icml26_skillmoe import build_routed_aggregator_benchmark
+
+    n = 8
+    kws = [["even"] if q % 2 == 0 else ["odd"] for q in range(n)]
+    kws[7] = ["odd", "rare"]  # "rare" is seen in no other fold: dropped, no error
+    correct = {"E": [q % 2 == 0 for q in range(n)], "O": [q % 2 == 1 for q in range(n)]}
+    correct["W"] = [False] * n
+    outputs = {m: [f"{m}:{q}" for q in range(n)] for m in correct}
+    items = build_routed_aggregator_benchmark(
+        list(range(n)), kws, outputs, correct, list(range(100, 108)), mode="topk", rng=0
+    )
+    for q, it in enumerate(items):
+        m = "E" if q % 2 == 0 else "O"  # the only positive-relevance model of q's keyword
+        assert (it.question, it.gold) == (q, 100 + q)
+        assert it.responses == [f"{m}:{q}"] * 3 and it.correct_slot == 0
+    # sampled teams come from the positive-relevance candidates only
+    items = build_routed_aggregator_benchmark(
+        list(range(n)), kws, outputs, correct, list(range(n)), rng=3
+    )
+    assert all(
+        r.split(":")[0] == ("E" if q % 2 == 0 else "O")
+        for q, it in enumerate(items)
+        for r in it.responses
+    )
+
+
+def test_routed_benchmark_keeps_a_questions_own_answer_out_of_its_routing():
+    from icml26_skillmoe import build_routed_aggregator_benchmark
+
+    # q0: A right, B wrong; q1: the reverse. In-sample profiles are A = B = 0 (no positive
+    # relevance, fallback ranks A first); cross-fitted, q0 is routed on q1's profiles (B +1,
+    # A -1) and gets B, the expert that is wrong on q0
+    correct = {"A": [True, False], "B": [False, True]}
+    outputs = {m: [f"{m}0", f"{m}1"] for m in correct}
+    items = build_routed_aggregator_benchmark(
+        ["q0", "q1"], [["k"], ["k"]], outputs, correct, ["g0", "g1"], mode="topk"
+    )
+    assert [it.responses for it in items] == [["B0"] * 3, ["A1"] * 3]
+    assert [it.correct_slot for it in items] == [None, None]
+    with pytest.raises(ValueError, match="folds"):
+        build_routed_aggregator_benchmark(
+            ["q0", "q1"], [["k"], ["k"]], outputs, correct, ["g0", "g1"], folds=3
+        )
+    with pytest.raises(ValueError, match="differ in length"):
+        build_routed_aggregator_benchmark(["q0"], [["k"], ["k"]], outputs, correct, ["g0", "g1"])

@@ -128,3 +128,41 @@ def test_batch_shares_one_generator():
     rng = random.Random(9)
     expected = [recruit(k, bank4(), 3, rng) for k in (["x"], ["y"], [])]
     assert recruit_batch([["x"], ["y"], []], bank4(), 3, random.Random(9)) == expected
+
+
+# ----------------------------------------------------------------- mode="topk" (an option)
+def test_topk_takes_the_most_relevant_not_the_most_probable():
+    # x: r = {a: 3, d: 2, b: 1}; the sampling weights r * p are {d: 50, b: 16, a: 3}, so
+    # ranking by weight would put a last: top-k ranks by relevance
+    assert recruit(["x"], bank4(), 3, mode="topk") == ["a", "d", "b"]
+    assert recruit(["x"], bank4(), 2, mode="topk") == ["a", "d"]
+    # only the r > 0 candidates, cycled from the top when there are fewer than k
+    assert recruit(["x", "y"], bank4(), 5, mode="topk") == ["c", "d", "b", "c", "d"]
+    assert recruit(["y"], bank4(), 3, mode="topk") == ["c", "c", "c"]
+    # no keywords: the globally strongest, p ∝ [1, 16, 49, 25]
+    assert recruit([], bank4(), 3, mode="topk") == ["c", "d", "b"]
+
+
+def test_topk_ties_go_to_global_strength_then_order_and_it_is_deterministic():
+    # r(x) = 1 for both; strength a: 0, b: 3 -> b first although a comes first in the bank
+    bank = ProfileBank({"a": {"x": 1, "w": -1}, "b": {"x": 1, "v": 2}})
+    assert recruit(["x"], bank, 3, mode="topk") == ["b", "a", "b"]
+    # every relevance negative: upstream's fallback set (all candidates), ranked by r
+    neg = ProfileBank({"a": {"z": -3}, "b": {"z": -1}})
+    assert recruit(["z"], neg, 3, mode="topk") == ["b", "a", "b"]
+    draws = {
+        tuple(recruit_batch([["x"], ["y"]], bank4(), 3, rng=s, mode="topk")[1]) for s in range(5)
+    }
+    assert draws == {("c", "c", "c")}
+    with pytest.raises(ValueError, match="mode"):
+        recruit(["x"], bank4(), 3, mode="greedy")
+
+
+def test_skillmoe_recruit_mode_topk_is_used_by_solve():
+    from icml26_skillmoe import SkillMoE
+
+    experts = {m: (lambda p: ["The answer is (A)"] * len(p)) for m in "abcd"}
+    moe = SkillMoE(bank4(), experts, recruit_mode="topk")
+    assert moe.solve(["q"], keywords=[["x"]])[0].experts == ["a", "d", "b"]
+    with pytest.raises(ValueError, match="recruit_mode"):
+        SkillMoE(bank4(), experts, recruit_mode="best")

@@ -182,3 +182,55 @@ def test_annotator_model_is_unloaded_before_any_expert_loads_and_mapper_fitted_o
     assert "annotator load" not in events[2:first_expert]
     assert moe.annotator_unloads == 2 and not ann.generator.loaded
     assert len(fitted) == 1  # the default TF-IDF mapper is built once, not per call
+
+
+# ------------------------------------------------ semantic mapping: the pluggable embed=
+VOCAB = ["linear algebra", "macroeconomics", "genetics", "probability", "optimization"]
+# hand-built topic vectors (axes: algebra, economics, biology, probability, optimization),
+# standing in for a sentence encoder: synonyms share a topic, not their spelling
+TOPICS = {
+    "linear algebra": [1, 0, 0, 0, 0],
+    "macroeconomics": [0, 1, 0, 0, 0],
+    "genetics": [0, 0, 1, 0, 0],
+    "probability": [0, 0, 0, 1, 0],
+    "optimization": [0, 0, 0, 0, 1],
+    "matrices": [0.9, 0.1, 0, 0, 0],
+    "statistics": [0, 0.2, 0.1, 0.9, 0],
+    "genetic algorithms": [0, 0, 0.3, 0, 0.9],
+}
+SYNONYMS = {
+    "matrices": "linear algebra",
+    "statistics": "probability",
+    "genetic algorithms": "optimization",
+}
+
+
+def fake_encoder(texts):
+    return np.array([TOPICS[t] for t in texts], dtype=float)
+
+
+def test_semantic_embed_maps_synonyms_the_lexical_default_gets_wrong():
+    queries = list(SYNONYMS)
+    # the lexical default maps by shared character n-grams (its documented limit)
+    assert KeywordMapper(VOCAB).map(queries) == ["macroeconomics", "genetics", "genetics"]
+    assert KeywordMapper(VOCAB, embed=fake_encoder).map(queries) == list(SYNONYMS.values())
+
+
+def test_skillmoe_embed_builds_the_semantic_mapper():
+    from icml26_skillmoe import ProfileBank, SkillMoE
+
+    bank = ProfileBank({"m1": {v: 1 for v in VOCAB}, "m2": {v: -1 for v in VOCAB}})
+    experts = {m: (lambda p: ["The answer is (A)"] * len(p)) for m in bank.models}
+
+    def annotator(prompts):  # every question is annotated "matrices, statistics"
+        return ["Keywords: matrices, statistics"] * len(prompts)
+
+    ann = LLMSkillAnnotator(annotator, n_samples=2)
+    semantic = SkillMoE(bank, experts, annotator=ann, embed=fake_encoder)
+    lexical = SkillMoE(bank, experts, annotator=ann)
+    assert semantic.solve(["q"])[0].keywords == ["linear algebra", "probability"]
+    assert lexical.solve(["q"])[0].keywords == ["macroeconomics", "genetics"]
+    with pytest.raises(ValueError, match="either mapper= or embed="):
+        SkillMoE(bank, experts, mapper=KeywordMapper(VOCAB), embed=fake_encoder)
+    with pytest.raises(ValueError, match="embed"):
+        SkillMoE(bank, experts, embed="minilm")

@@ -176,8 +176,7 @@ def build_routed_aggregator_benchmark(
     n = len(questions)
     if len(keywords) != n or len(golds) != n:
         raise ValueError(
-            f"keywords ({len(keywords)}), golds ({len(golds)}) and questions ({n}) "
-            "differ in length"
+            f"keywords ({len(keywords)}), golds ({len(golds)}) and questions ({n}) differ in length"
         )
     if not outputs or set(outputs) != set(correct):
         raise ValueError("outputs and correct must name the same, non-empty set of models")
@@ -185,7 +184,9 @@ def build_routed_aggregator_benchmark(
         if len(outputs[m]) != n or len(correct[m]) != n:
             raise ValueError(f"outputs/correct of model {m!r} do not have {n} entries")
     if not isinstance(folds, int) or folds < 2 or folds > n:
-        raise ValueError(f"folds must be an int in [2, {n}] (the number of questions), got {folds!r}")
+        raise ValueError(
+            f"folds must be an int in [2, {n}] (the number of questions), got {folds!r}"
+        )
     perm = list(range(n))
     r.shuffle(perm)
     fold_of = {q: i % folds for i, q in enumerate(perm)}

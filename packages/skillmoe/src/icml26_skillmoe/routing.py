@@ -124,12 +124,12 @@ def _topk(keywords: Sequence[str], bank: ProfileBank, k: int, temperature: float
     strength = bank.global_strength(temperature)
     if dist is None:  # no keywords: the globally strongest
         cands = bank.models
-        key = {m: (strength[m],) for m in cands}
+        rel = dict.fromkeys(cands, 0.0)
     else:
         rel = bank.relevance(keywords)
         cands = list(dist)  # r > 0 if any, else every candidate (upstream's fallback set)
-        key = {m: (rel[m], strength[m]) for m in cands}
-    order = sorted(range(len(cands)), key=lambda i: tuple(-v for v in key[cands[i]]) + (i,))
+    # descending relevance, then descending strength, then candidate order
+    order = sorted(range(len(cands)), key=lambda i: (-rel[cands[i]], -strength[cands[i]], i))
     ranked = [cands[i] for i in order]
     return [ranked[j % len(ranked)] for j in range(k)]
 
