@@ -243,8 +243,8 @@ def make_server(
                 self._error(504, f"the batch did not finish within {request_timeout_s} s")
                 return
             if slot.error is not None or slot.result is None:  # the pipeline's own error
-                e = slot.error
-                self._error(500, f"{type(e).__name__}: {e}")
+                err = slot.error
+                self._error(500, f"{type(err).__name__}: {err}")
                 return
             res = slot.result
             content = (
