@@ -137,13 +137,13 @@ def test_eight_concurrent_requests_are_one_batch_loading_each_expert_once():
 def test_batch_closes_on_the_wait_and_full_batches_split():
     log: Counter = Counter()
     moe = local_moe(log)
-    facade, t, url = serve(moe, max_batch=2, max_wait_ms=300)
+    facade, t, url = serve(moe, max_batch=2, max_wait_ms=1500)
     try:
         replies = post_concurrently(url, [f"Compute the residue of {n}" for n in (1, 2, 3)])
     finally:
         stop(facade, t)
     assert all(code == 200 for code, _ in replies)
-    # 3 requests, at most 2 a batch: one full batch, then one closed by the 300 ms wait
+    # 3 requests, at most 2 a batch: one full batch, then one closed by the 1.5 s wait
     assert sorted(size for size, _ in facade.batches) == [1, 2]
 
 
