@@ -15,7 +15,8 @@ request, keeps collecting until ``max_batch`` requests are waiting or ``max_wait
 passed since that first one, and runs ONE ``moe.solve(batch)``; each request is answered with
 its own result. The batch scheduler then loads each recruited expert once per batch, so 8
 concurrent requests cost (distinct experts) loads + 1 aggregator + 1 annotator load, not
-8 x (3 + 1 + 1). ``server.batches`` logs ``(batch size, ScheduleStats)`` of each batch. A
+8 x (3 + 1 + 1). ``server.batches`` logs ``(batch size, ScheduleStats)`` of the last 1024
+batches. A
 pipeline error fails every request of its batch (HTTP 500 with the error); the next batch is
 unaffected. One batch runs at a time (what the one-GPU scheduler needs); requests arriving
 meanwhile form the next batch.
@@ -62,7 +63,8 @@ class _Batcher:
         self.cond = threading.Condition()
         self.queue: deque[_Slot] = deque()
         self.closed = False
-        self.batches: list[tuple[int, ScheduleStats | None]] = []
+        # the last 1024 batches (bounded: a long-running server must not grow without end)
+        self.batches: deque[tuple[int, ScheduleStats | None]] = deque(maxlen=1024)
         self.thread = threading.Thread(target=self._loop, name="skillmoe-batcher", daemon=True)
         self.thread.start()
 
@@ -117,14 +119,14 @@ class _Batcher:
 
 
 class SkillMoEServer(ThreadingHTTPServer):
-    """The facade's HTTP server (:func:`make_server`); ``batches`` logs ``(size, stats)`` per
-    ``solve``. ``server_close()`` also stops the batch collector."""
+    """The facade's HTTP server (:func:`make_server`); ``batches`` logs ``(size, stats)`` of
+    the last 1024 ``solve`` calls. ``server_close()`` also stops the batch collector."""
 
     daemon_threads = True
     batcher: _Batcher
 
     @property
-    def batches(self) -> list[tuple[int, ScheduleStats | None]]:
+    def batches(self) -> deque[tuple[int, ScheduleStats | None]]:
         return self.batcher.batches
 
     def server_close(self) -> None:
