@@ -57,7 +57,7 @@ def mean_ci(x: np.ndarray) -> tuple[float, float]:
 
 
 def code_for(m: int) -> tuple[np.ndarray, int, int]:
-    d, k = 6 * m, sco.code_dimension(m)
+    d, k = sco.paper_dimension(m), sco.code_dimension(m)
     _, C, dist = sco.good_code(d, k, np.random.default_rng(1000 + m))
     return C, k, dist
 
@@ -84,7 +84,7 @@ def experiment_a(ms: list[int], draws: int, sgd_draws: int) -> list[dict]:
         sgd_m, sgd_ci = mean_ci(np.array(sgd_excess))
         row = {
             "m": m,
-            "d": 6 * m,
+            "d": sco.paper_dimension(m),
             "k": k,
             "N": 2**k,
             "distance": dist,
@@ -144,7 +144,7 @@ def experiment_b(ms: list[int], draws: int, alpha: float, c: float) -> list[dict
     out = []
     for m in ms:
         C, _k, _ = code_for(m)
-        inst = sco.FeldmanInstance.from_code(C, alpha=alpha, lam=m**-1.5)
+        inst = sco.FeldmanInstance.from_code(C, alpha=alpha, lam=sco.paper_lambda(m))
         rng = np.random.default_rng(10_000 + m)
         rows: dict[str, list[dict]] = {"recon": [], "oracle": []}
         corr, corr_pred = [], []
@@ -160,7 +160,14 @@ def experiment_b(ms: list[int], draws: int, alpha: float, c: float) -> list[dict
             unseen = inst.unseen(S)
             xi = -np.tile(inst.W[unseen[0]], (m, 1)) if unseen.size else np.zeros_like(S.xi)
             rows["oracle"].append(certify_erm(inst, sco.Sample(masks=S.masks, xi=xi), c))
-        row: dict = {"m": m, "d": 6 * m, "N": inst.N, "alpha": alpha, "lam": m**-1.5, "c": c}
+        row: dict = {
+            "m": m,
+            "d": sco.paper_dimension(m),
+            "N": inst.N,
+            "alpha": alpha,
+            "lam": sco.paper_lambda(m),
+            "c": c,
+        }
         for arm, rr in rows.items():
             k_over = sum(x["overfit"] for x in rr)
             k_not = sum(x["not_overfit"] for x in rr)
@@ -208,7 +215,7 @@ def experiment_c(ms: list[int], seeds: int, T: int, alpha: float, points: int) -
     out: dict = {"T": T, "alpha": alpha, "lam": "m^-1.5", "curves": []}
     for m in ms:
         C, _, _ = code_for(m)
-        inst = sco.FeldmanInstance.from_code(C, alpha=alpha, lam=m**-1.5)
+        inst = sco.FeldmanInstance.from_code(C, alpha=alpha, lam=sco.paper_lambda(m))
         eta_t = np.logspace(math.log10(math.sqrt(m)), math.log10(m**1.5), points)  # eta * T
         gaps = np.zeros((seeds, points))
         for s in range(seeds):
