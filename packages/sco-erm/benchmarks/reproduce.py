@@ -148,6 +148,7 @@ def experiment_b(ms: list[int], draws: int, alpha: float, c: float) -> list[dict
         rng = np.random.default_rng(10_000 + m)
         rows: dict[str, list[dict]] = {"recon": [], "oracle": []}
         corr, corr_pred = [], []
+        n_unseen = 0  # samples with an unseen codeword (where the oracle can aim)
         for _ in range(draws):
             S = inst.sample(m, rng)
             rows["recon"].append(certify_erm(inst, S, c))
@@ -158,12 +159,14 @@ def experiment_b(ms: list[int], draws: int, alpha: float, c: float) -> list[dict
             # oracle ceiling (not an SCO distribution: the noise is chosen after seeing S):
             # xi_i = -w_u for an unseen u pulls the ERM into u's cap; no unseen u -> no noise.
             unseen = inst.unseen(S)
+            n_unseen += bool(unseen.size)
             xi = -np.tile(inst.W[unseen[0]], (m, 1)) if unseen.size else np.zeros_like(S.xi)
             rows["oracle"].append(certify_erm(inst, sco.Sample(masks=S.masks, xi=xi), c))
         row: dict = {
             "m": m,
             "d": sco.paper_dimension(m),
             "N": inst.N,
+            "p_unseen_exists": n_unseen / draws,
             "alpha": alpha,
             "lam": sco.paper_lambda(m),
             "c": c,
