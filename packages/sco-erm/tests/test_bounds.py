@@ -40,3 +40,14 @@ def test_overfit_probability_exact_small_case_and_monte_carlo():
 def test_bad_bound_arguments_raise(call):
     with pytest.raises(ValueError, match="must be a finite number > 0"):
         call()
+
+
+def test_paper_constants_d_6m_lambda_m_to_minus_three_halves_and_code_dimension():
+    assert sco.paper_dimension(10) == 60 and sco.paper_dimension(14) == 84
+    assert sco.paper_lambda(16) == pytest.approx(1 / 64, rel=1e-15)
+    assert sco.paper_lambda(9) == pytest.approx(1 / 27, rel=1e-15)
+    # k = floor(6m (1 - H(1/4))), 1 - H(1/4) = 0.188722...: 48 -> 9.06, 60 -> 11.32, 84 -> 15.85
+    rate = 1 - (0.25 * 2 + 0.75 * math.log2(4 / 3))
+    for m, k in ((6, 6), (8, 9), (10, 11), (12, 13), (14, 15)):
+        assert math.floor(6 * m * rate) == k
+        assert sco.code_dimension(m) == k

@@ -21,6 +21,8 @@ EXPECTED_ALL = [
     "min_distance",
     "min_distance_bruteforce",
     "overfit_erm_probability",
+    "paper_dimension",
+    "paper_lambda",
     "projected_gd",
     "random_linear_code",
     "sgd_learner",

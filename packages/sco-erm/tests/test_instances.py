@@ -122,3 +122,28 @@ def test_bad_instance_arguments_raise(small, code8):
         inst.empirical_risk(np.zeros(5), S)
     with pytest.raises(ValueError, match="x must be finite"):
         inst.population_risk(np.full(24, np.nan))
+
+
+@pytest.mark.parametrize("p,theta", [(0.5, 0.5), (0.3, 0.5), (0.8, 0.4)])
+def test_expected_g_with_several_active_caps_vs_enumeration(small, p, theta):
+    """Points inside 2, 3 and 4 caps at once (distinct values <w, x> > theta): the closed form's
+    geometric weights p (1 - p)^(j - 1) must go to the values in *decreasing* order. Checked against
+    enumeration of all 2^8 subsets V (independent of the closed form)."""
+    inst = sco.FeldmanInstance(small, p=p, theta=theta)
+    rng = np.random.default_rng(7)
+    seen_counts = set()
+    for n_mix in (2, 3, 4):
+        for _ in range(4):
+            idx = rng.choice(small.shape[0], size=n_mix, replace=False)
+            coef = rng.uniform(0.4, 1.0, size=n_mix)
+            x = coef @ small[idx]
+            x /= np.linalg.norm(x)
+            s = small @ x
+            active = s[s > theta]
+            if active.size < 2:
+                continue
+            assert np.unique(active).size == active.size  # distinct: the order matters
+            seen_counts.add(int(active.size))
+            want = _bruteforce_expected_g(small, x, p, theta)
+            assert inst.expected_g(x) == pytest.approx(want, rel=1e-12)
+    assert max(seen_counts) >= 3 and 2 in seen_counts  # the test really had multi-cap points

@@ -194,3 +194,42 @@ def test_gd_bad_step_under_jit_raises_clearly(inst8):
     err, out = checkify.checkify(jax.jit(run))(jnp.asarray(0.05))
     assert err.get() is None
     np.testing.assert_allclose(np.asarray(out), np.asarray(run(0.05)), rtol=1e-6)
+
+
+def test_recon_noise_cannot_reach_an_unseen_cap(code8):
+    """Why the [recon] control alpha <xi, x> cannot overfit (issue 41, finding 1).
+
+    xi is independent of the masks, so the ERM's drift -xi_bar is a direction independent of the
+    unseen codewords U: its best correlation with U is the max of |U| ~ 2^{k-m} near-Gaussian
+    N(0, 1/d) variables, about sqrt(2 ln |U| / d) (-> 0.18 as m grows), far below the 1/2 a cap
+    needs. Pinned three ways at m = 8, d = 48: (a) every sample's best correlation is < 1/2,
+    (b) its mean matches E max of |U| i.i.d. N(0, 1/d) (simulated here, not from the package),
+    (c) the certified unique ERM (lam = m^-1.5) never enters an unseen cap.
+    """
+    C, _ = code8
+    m = 8
+    inst = sco.FeldmanInstance.from_code(C, alpha=0.5, lam=sco.paper_lambda(m))
+    rng = np.random.default_rng(11)
+    g = np.random.default_rng(12)
+    best, gauss = [], []
+    for r in range(300):
+        S = inst.sample(m, rng)
+        U = inst.unseen(S)
+        if not U.size:
+            continue
+        v = -S.xi.mean(0)
+        v /= np.linalg.norm(v)
+        best.append(float((inst.W[U] @ v).max()))
+        gauss.append(float((g.standard_normal((400, U.size)) / np.sqrt(inst.d)).max(1).mean()))
+        if r < 10:
+            res = sco.erm_exact(inst, S)
+            assert res.certificate.gap <= 1e-10
+            r_cert = res.certificate.distance_bound
+            assert (inst.W[U] @ res.x).max() + r_cert < 0.5  # certified: x* outside every cap
+            assert inst.excess_risk(res.x) < 0.1
+    best_a = np.array(best)
+    assert best_a.size > 200
+    assert best_a.max() < 0.5  # (a)
+    se = best_a.std() / np.sqrt(best_a.size)
+    assert abs(best_a.mean() - np.mean(gauss)) < 4 * se + 0.01  # (b)
+    assert best_a.mean() < 0.15

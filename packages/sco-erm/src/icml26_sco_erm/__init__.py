@@ -7,6 +7,8 @@ from .bounds import (
     gd_upper_bound,
     gv_rate,
     overfit_erm_probability,
+    paper_dimension,
+    paper_lambda,
 )
 from .codes import (
     codeword_vectors,
@@ -51,6 +53,8 @@ __all__ = [
     "min_distance",
     "min_distance_bruteforce",
     "overfit_erm_probability",
+    "paper_dimension",
+    "paper_lambda",
     "projected_gd",
     "random_linear_code",
     "sgd_learner",

@@ -50,6 +50,16 @@ def overfit_erm_probability(m: int, N: int, p: float = 0.5) -> float:
     return -math.expm1(N * math.log1p(-miss))
 
 
+def paper_dimension(m: int) -> int:
+    """d = 6m: the paper's dimension (linear in the sample size m)."""
+    return 6 * int(_pos(m, "m (sample size)"))
+
+
+def paper_lambda(m: float) -> float:
+    """lam = m^{-3/2}: the paper's strong-convexity scale Theta(m^{-3/2}) with constant 1."""
+    return _pos(m, "m (sample size)") ** -1.5
+
+
 def gv_rate(rel_distance: float = 0.25) -> float:
     """Gilbert-Varshamov rate 1 - H(delta): random linear codes of lower rate reach distance delta d."""
     if not 0.0 < rel_distance < 0.5:
@@ -63,5 +73,5 @@ def code_dimension(m: int, d: int | None = None, rel_distance: float = 0.25) -> 
     The overfitting ERM needs 2^k >> 2^m, i.e. k > m: with d = 6m, k = floor(6m * 0.189) ~ 1.13 m.
     """
     m = int(_pos(m, "m (sample size)"))
-    d = 6 * m if d is None else int(_pos(d, "d (dimension)"))
+    d = paper_dimension(m) if d is None else int(_pos(d, "d (dimension)"))
     return max(1, math.floor(d * gv_rate(rel_distance)))

@@ -12,13 +12,19 @@ as some codeword is unseen, which needs |W| >> 2^m, i.e. d linear in m with a go
 
 The paper (Burla & Livni, arXiv 2602.08350) adds noise and a Theta(m^{-3/2}) strongly convex
 regulariser so that the ERM is *unique* and overfits. Its exact perturbation could not be read
-([recon], see the package README). This module implements the family
+(see the package README), so the unique-ERM claim is not tested. This module implements the
+[recon] control family
 
     f(x; V, xi) = a * g_V(x) + alpha * <xi, x> + (lam / 2) * ||x||^2,   a = 1 - alpha - lam,   (2)
 
 with xi uniform on {-1, +1}^d / sqrt(d) (mean zero, norm 1), so f is convex and 1-Lipschitz on
 B, its population risk is a * E g_V(x) + lam/2 ||x||^2 (minimum a * theta at x = 0), and lam > 0
 makes the empirical minimiser unique. alpha = lam = 0 is exactly Feldman's instance (1).
+
+Why (2) cannot overfit: xi is independent of V, so the ERM drifts along -xi_bar, a direction
+independent of which codewords are unseen. Its best correlation with the |U| ~ 2^{k-m} unseen
+codewords is about sqrt(2 ln |U| / d) -> 0.18 at d = 6m, k ~ 1.13m, while entering a cap needs
+1/2 (tests/test_solvers.py::test_recon_noise_cannot_reach_an_unseen_cap).
 """
 
 from __future__ import annotations
