@@ -64,6 +64,9 @@ def kabsch_rmsd(p: np.ndarray, q: np.ndarray) -> float:
     p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
     if p.shape != q.shape or p.ndim != 2 or p.shape[1] != 3 or len(p) == 0:
         raise ValueError(f"p and q must both be (n, 3) with n >= 1, got {p.shape} and {q.shape}")
+    for name, x in (("p", p), ("q", q)):
+        if not np.isfinite(x).all():
+            raise ValueError(f"{name} has non-finite (NaN/inf) coordinates; cannot superpose")
     pc, qc = p - p.mean(0), q - q.mean(0)
     u, s, vt = np.linalg.svd(pc.T @ qc)  # (3, 3)
     d = np.sign(np.linalg.det(u @ vt)) or 1.0
