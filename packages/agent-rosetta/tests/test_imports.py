@@ -15,6 +15,7 @@ EXPECTED_ALL = [
     "GoBackToStep",
     "HPBackend",
     "IndexSelector",
+    "LLMErrorPolicy",
     "LayerSelector",
     "NoisyPolicy",
     "NotSelector",

@@ -24,6 +24,7 @@ from .actions import (
 from .agent import NoisyPolicy, ScriptedPolicy, run_episode
 from .compile import ProtocolError, compile_protocol, parse_protocol
 from .env import Backend, RosettaEnv, StepRecord, Task, action_docs, tool_schemas
+from .error_model import LLMErrorPolicy
 from .hp import HPBackend, hp_optimum, hp_task
 from .metrics import Design, ideal_helix_ca, kabsch_rmsd, pareto_front
 from .parser import ParseError, parse_reply, validate_action
@@ -41,6 +42,7 @@ __all__ = [
     "GoBackToStep",
     "HPBackend",
     "IndexSelector",
+    "LLMErrorPolicy",
     "LayerSelector",
     "NoisyPolicy",
     "NotSelector",

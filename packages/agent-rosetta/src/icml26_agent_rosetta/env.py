@@ -24,7 +24,11 @@ Deviation: the official ``max_parse_retries = N`` allows N replies in all, ``max
 here allows N + 1 (the first one and N retries).
 
 ``mode="protocol"`` is the prompt-only baseline: every reply must be a whole RosettaScripts
-protocol (checked by ``parse_protocol``), with the same retry budget and the same backend.
+protocol, with the same retry budget and the same backend. It is judged by ``parse_protocol``
+(the inverse of the compiler), or with ``validate_xml=True`` by what RosettaScripts accepts
+(``rosetta_xsd.validate_rosetta_xml``: the XSD, then parse-time checks; extra ``[xsd]``), and
+then read into an action for backends that are not Rosetta (``n_uninterpretable`` counts
+protocols Rosetta would accept that ``parse_protocol`` cannot read).
 """
 
 from __future__ import annotations
@@ -226,6 +230,7 @@ class RosettaEnv:
         seed: int = 0,
         summary_top_k: int = 5,
         step_accounting: Literal["action", "official"] = "action",
+        validate_xml: bool = False,
     ) -> None:
         if not isinstance(task, Task):
             raise TypeError(f"task must be a Task, got {type(task).__name__}")
@@ -242,6 +247,7 @@ class RosettaEnv:
                 f"step_accounting must be 'action' or 'official', got {step_accounting!r}"
             )
         self.step_accounting = step_accounting
+        self.validate_xml = validate_xml
         self.task, self.backend, self.max_retries, self.mode = task, backend, max_retries, mode
         self.seed, self.summary_top_k = seed, summary_top_k
         self.palette = (*CANONICAL, *task.ncaa)
@@ -262,6 +268,7 @@ class RosettaEnv:
         self.pending: str | None = None
         self.retries = 0  # failed replies in the current step (both phases together)
         self.n_valid = 0
+        self.n_uninterpretable = 0
         self.stopped = False  # official accounting: a parse failure past the retries (StopStep)
         self._errors: list[str] = []
         return self.intro(), self._info(None, None)
@@ -420,7 +427,20 @@ class RosettaEnv:
         lo, hi = reply.find("<ROSETTASCRIPTS"), reply.rfind("</ROSETTASCRIPTS>")
         if lo < 0 or hi < 0:
             raise ProtocolError("no <ROSETTASCRIPTS>...</ROSETTASCRIPTS> protocol in the reply")
-        return parse_protocol(reply[lo : hi + len("</ROSETTASCRIPTS>")])
+        xml = reply[lo : hi + len("</ROSETTASCRIPTS>")]
+        if not self.validate_xml:
+            return parse_protocol(xml)
+        from .rosetta_xsd import validate_rosetta_xml
+
+        validate_rosetta_xml(xml, len(self.task.start.sequence), self.palette)
+        try:
+            return parse_protocol(xml)
+        except ProtocolError as exc:
+            self.n_uninterpretable += 1
+            raise ProtocolError(
+                f"RosettaScripts would accept this protocol, but the {self.backend.name} "
+                f"backend cannot interpret it: {exc}"
+            ) from None
 
     # --- running an action -------------------------------------------------------------------
     def check(self, action: AnyAction) -> None:
