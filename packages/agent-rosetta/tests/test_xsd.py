@@ -27,7 +27,7 @@ from icml26_agent_rosetta.error_model import (
 )
 
 pytest.importorskip("xmlschema")
-from icml26_agent_rosetta.rosetta_xsd import validate_rosetta_xml, xsd_errors  # noqa: E402
+from icml26_agent_rosetta.rosetta_xsd import validate_rosetta_xml, xsd_errors
 
 DESIGN = RotamerChange(
     design_selector=IndexSelector(resnums="1-12"),
