@@ -84,6 +84,7 @@ def run_episode(env: Any, policy: Policy, *, max_turns: int | None = None) -> di
             obs, _, terminated, truncated, info = env.step(text)
             messages.append({"role": "user", "content": obs})
             continue
+        assert isinstance(reply, dict)
         messages.append(
             {"role": "assistant", "content": reply.get("content"), "tool_calls": list(calls)}
         )

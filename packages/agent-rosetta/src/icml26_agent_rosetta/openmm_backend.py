@@ -194,7 +194,7 @@ class OpenMMBackend:
         return out
 
     def fit_reference(
-        self, sequences: Sequence[Sequence[str]], types: Sequence[str] = CANONICAL
+        self, sequences: Sequence[Sequence[str]], types: Sequence[str] = tuple(CANONICAL)
     ) -> dict[str, float]:
         """Fit per-type reference energies on ideal helices of ``sequences`` (prepared and
         minimized here) and use them from now on (``design_score``); returns them."""
