@@ -148,3 +148,20 @@ def test_repair_beats_rewriting_from_scratch():
             )
         rates[repair] = np.mean(vr)
     assert rates[True] > rates[False] + 0.1, rates
+
+
+def test_template_element_with_k_values_is_wrong_with_probability_one_minus_q_to_the_k():
+    # the design protocol's argument-bearing elements carry k = 2, 2, 4, 1 values: the expected
+    # number of mistakes per fresh reply is sum(1 - (1-p)^k), not p per element or per value
+    p, n = 0.3, 3000
+    pol = LLMErrorPolicy([DESIGN], p, mode="protocol", seed=0)
+    for _ in range(n):
+        pol._fresh()
+    expected = sum(1 - (1 - p) ** k for k in (2, 2, 4, 1))  # 2.08
+    assert pol.mistakes_made / n == pytest.approx(expected, abs=0.06)
+    assert pol.decisions_written == 9 * n
+    s = LLMErrorPolicy([DESIGN], p, mode="structured", seed=0)
+    s._phase = "run"
+    for _ in range(n):
+        s._fresh()
+    assert s.mistakes_made / n == pytest.approx(9 * p, abs=0.08)  # one chance per value
