@@ -29,6 +29,7 @@ from .hp import HPBackend, hp_optimum, hp_task
 from .metrics import Design, ideal_helix_ca, kabsch_rmsd, pareto_front
 from .parser import ParseError, parse_reply, validate_action
 from .rosetta_backend import RosettaScriptsBackend
+from .tasks import fixed_backbone_task, pack_ncaa_task
 
 __version__ = "0.1.0"
 
@@ -61,9 +62,11 @@ __all__ = [
     "compile_protocol",
     "hp_optimum",
     "hp_task",
+    "fixed_backbone_task",
     "ideal_helix_ca",
     "kabsch_rmsd",
     "normalize_residue",
+    "pack_ncaa_task",
     "pareto_front",
     "parse_protocol",
     "parse_reply",
