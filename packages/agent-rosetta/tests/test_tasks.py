@@ -85,6 +85,17 @@ def test_hp_confidence_is_the_boltzmann_weight_of_the_target_fold():
     got = score(lattice_design(seq, xy))
     assert got["confidence"] == pytest.approx(expected, rel=1e-9)
     assert got["confidence"] > 10 / len(walks)
+    rng = np.random.default_rng(0)
+    seen_excited = False
+    for _ in range(6):  # sequences whose ground state is not the target too
+        hm = rng.random(n) < 0.5
+        e = np.array([hp_energy(hm, w) for w in walks], dtype=float)
+        e_t = hp_energy(hm, xy)
+        seen_excited |= e_t > e.min()
+        seq = ["LEU" if b else "SER" for b in hm]
+        expected = np.exp(-e_t / 0.5) / np.exp(-e / 0.5).sum()
+        assert score(lattice_design(seq, xy))["confidence"] == pytest.approx(expected, rel=1e-9)
+    assert seen_excited
 
 
 def test_fixed_backbone_task_with_a_pluggable_scorer():
