@@ -29,19 +29,22 @@ class FakeServer:
                 outer.requests.append((self.path, body))
                 reply = outer.replies.pop(0)
                 msg = {"role": "assistant", "content": reply}
-                if isinstance(reply, dict):  # a tool call
+                if isinstance(reply, dict):  # one tool call
+                    reply = [reply]
+                if isinstance(reply, list):  # tool calls (several: parallel calls)
                     msg = {
                         "role": "assistant",
                         "content": None,
                         "tool_calls": [
                             {
-                                "id": "c1",
+                                "id": f"call_{len(outer.requests)}_{j}",
                                 "type": "function",
                                 "function": {
-                                    "name": reply["name"],
-                                    "arguments": json.dumps(reply["arguments"]),
+                                    "name": r["name"],
+                                    "arguments": json.dumps(r["arguments"]),
                                 },
                             }
+                            for j, r in enumerate(reply)
                         ],
                     }
                 out = json.dumps(
@@ -72,6 +75,7 @@ class FakeServer:
         self.httpd.server_close()
 
 
+@pytest.mark.timeout(60)
 def test_episode_through_an_openai_compatible_server():
     pytest.importorskip("openai")
     from icml26_agent_rosetta.openai_policy import OpenAIChatPolicy
@@ -79,7 +83,9 @@ def test_episode_through_an_openai_compatible_server():
     server = FakeServer([CHOOSE, "I am not sure what to do.", RUN, CHOOSE, RUN])
     try:
         env = RosettaEnv(hp_task(6, 3, nstruct=4, max_steps=2), HPBackend())
-        res = run_episode(env, OpenAIChatPolicy("local-model", base_url=server.url, max_retries=0))
+        res = run_episode(
+            env, OpenAIChatPolicy("local-model", base_url=server.url, max_retries=0, timeout=10)
+        )
     finally:
         server.close()
     assert res["steps"] == 2 and res["valid_steps"] == 2 and res["turns"] == 5
@@ -92,6 +98,7 @@ def test_episode_through_an_openai_compatible_server():
     assert server.requests[1][1]["messages"][-1]["content"].startswith("# backbone_change")
 
 
+@pytest.mark.timeout(60)
 def test_tool_calls_through_an_openai_compatible_server():
     pytest.importorskip("openai")
     from icml26_agent_rosetta.openai_policy import OpenAIChatPolicy
@@ -106,11 +113,25 @@ def test_tool_calls_through_an_openai_compatible_server():
     try:
         env = RosettaEnv(hp_task(6, 3, nstruct=2, max_steps=1), HPBackend())
         res = run_episode(
-            env, OpenAIChatPolicy("m", base_url=server.url, use_tools=True, max_retries=0)
+            env,
+            OpenAIChatPolicy("m", base_url=server.url, use_tools=True, max_retries=0, timeout=10),
         )
     finally:
         server.close()
     assert res["valid_steps"] == 1
+    # the assistant turn goes back as tool_calls with its id, the observation as role "tool"
+    second = server.requests[1][1]
+    assistant, tool = second["messages"][-2:]
+    assert assistant["role"] == "assistant" and assistant["tool_calls"][0]["id"] == "call_1_0"
+    assert assistant["tool_calls"][0]["function"]["name"] == "choose_action"
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call_1_0",
+        "content": res["messages"][3]["content"],
+    }
+    assert tool["content"].startswith("# backbone_change")
+    assert not any(m["role"] == "user" for m in second["messages"][2:])
+    assert second["parallel_tool_calls"] is False
     sent = server.requests[0][1]["tools"]
     assert [t["function"]["name"] for t in sent] == [
         "choose_action",
@@ -118,6 +139,32 @@ def test_tool_calls_through_an_openai_compatible_server():
         "backbone_change",
         "go_back_to_step",
     ]
+
+
+@pytest.mark.timeout(60)
+def test_parallel_tool_calls_are_refused_and_every_call_answered():
+    pytest.importorskip("openai")
+    from icml26_agent_rosetta.openai_policy import OpenAIChatPolicy
+
+    both = [
+        {"name": "choose_action", "arguments": {"name": "backbone_change"}},
+        {"name": "choose_action", "arguments": {"name": "rotamer_change"}},
+    ]
+    server = FakeServer([both, both])
+    try:
+        env = RosettaEnv(hp_task(6, 3, nstruct=2, max_steps=1), HPBackend(), max_retries=1)
+        res = run_episode(
+            env,
+            OpenAIChatPolicy("m", base_url=server.url, use_tools=True, max_retries=0, timeout=10),
+        )
+    finally:
+        server.close()
+    # neither call ran; each got its own tool answer; two refusals spent the step
+    assert res["turns"] == 2 and res["steps"] == 1 and res["valid_steps"] == 0
+    assert env.phase == "choose" and env.pending is None
+    tools = [m for m in res["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tools[:2]] == ["call_1_0", "call_1_1"]
+    assert all("2 parallel tool calls" in m["content"] for m in tools)
 
 
 def test_mcp_server_drives_the_environment():

@@ -299,3 +299,171 @@ def test_error_model_rates_match_the_decision_counts():
     assert lo - 0.08 <= ok / trials <= hi + 0.08, (ok / trials, lo, hi)
     with pytest.raises(ProtocolError):
         parse_protocol(corrupt_protocol(xml, 1.0, 6, rng))
+
+
+# --- official step accounting (the official runner's global_step and StopStep) -----------------
+
+
+def test_official_accounting_counts_every_choose_and_every_run():
+    env = RosettaEnv(hp_task(8, 4, nstruct=4, max_steps=5), HPBackend(), step_accounting="official")
+    *_, info = env.step(choose("rotamer_change"))
+    assert info["step"] == 1 and info["phase"] == "run"  # a choose is a step
+    *_, info = env.step(run("rotamer_change", **DESIGN))
+    assert info["step"] == 2 and info["valid"] is True
+    env.step(choose("backbone_change"))
+    # a run the environment cannot apply is a step too, and the agent fixes the same action
+    obs, _, term, trunc, info = env.step(
+        run("backbone_change", mover="small", selector={"type": "index", "resnums": "2-12"})
+    )
+    assert info["step"] == 4 and info["valid"] is False and info["phase"] == "run"
+    assert "out of range" in obs and not term and not trunc
+    obs, _, term, trunc, info = env.step(run("backbone_change", **MOVE))
+    assert info["step"] == 5 and info["valid"] is True and trunc  # max_steps bounds them all
+    with pytest.raises(RuntimeError, match="max_steps"):
+        env.step(choose("rotamer_change"))
+
+
+def test_official_accounting_parse_failure_past_retries_stops_the_episode():
+    env = RosettaEnv(
+        hp_task(8, 4, nstruct=4, max_steps=20),
+        HPBackend(),
+        max_retries=1,
+        step_accounting="official",
+    )
+    obs, _, term, _, info = env.step("I would rather not.")
+    assert not term and info["step"] == 0 and "retries left" in obs  # parse failures: no step
+    obs, _, term, trunc, info = env.step("still no action")
+    assert term and not trunc and info["stop"] is True and info["step"] == 0
+    with pytest.raises(RuntimeError, match="StopStep"):
+        env.step(choose("rotamer_change"))
+    res = run_episode(
+        RosettaEnv(hp_task(8, 4, nstruct=4), HPBackend(), step_accounting="official"),
+        ScriptedPolicy(["no", "no", "no", "unused"]),
+    )
+    assert res["stopped"] and res["turns"] == 3 and res["steps"] == 0
+
+
+def test_action_accounting_shares_the_retry_budget_between_choose_and_run(env):
+    # max_retries=1: one failed choose and one failed run spend the step, even though a
+    # successful choose came in between (it used to refill the budget)
+    obs, *_, info = env.step(choose("wiggle_change"))
+    assert "retries left" in obs and info["step"] == 0
+    env.step(choose("backbone_change"))
+    obs, *_, info = env.step(
+        run("backbone_change", mover="wiggle", selector={"type": "index", "resnums": "1-3"})
+    )
+    assert "No retries left" in obs and info["step"] == 1 and info["valid"] is False
+
+
+# --- finding 5: selector emptiness on every parent, NaN structures --------------------------------
+
+
+class TwoParentBackend(HPBackend):
+    """Layers differ per design: design 0 has no core residue, design 1 has core residues."""
+
+    def layers(self, design):
+        return ["core" if design.sequence[0] == "LEU" else "surface"] * len(design.sequence)
+
+
+def _env_with_parents(backend, seqs):
+    env = RosettaEnv(hp_task(6, 3, nstruct=2), backend)
+    base = env.trajectory[0].designs[0]
+    # two designs, both on the front: design 1 has the lower energy, design 0 the lower error
+    designs = [
+        dataclasses.replace(
+            base,
+            sequence=tuple(s),
+            metrics={**base.metrics, "total_score": float(-i), "composition_error": float(i)},
+        )
+        for i, s in enumerate(seqs)
+    ]
+    env.trajectory[0] = dataclasses.replace(env.trajectory[0], designs=designs, front=[0, 1])
+    return env
+
+
+@pytest.mark.parametrize("order", [("SER", "LEU"), ("LEU", "SER")])
+def test_check_tests_selector_emptiness_on_every_parent(order):
+    seqs = [[order[0]] + ["SER"] * 5, [order[1]] + ["SER"] * 5]
+    env = _env_with_parents(TwoParentBackend(), seqs)
+    core = RotamerChange(design_selector={"type": "layer", "core": True})
+    from icml26_agent_rosetta.env import ActionError
+
+    empty = [i for i, s in enumerate(order) if s == "SER"]
+    with pytest.raises(ActionError, match=rf"selects no residue of current design\(s\) \{empty}"):
+        env.check(core)
+
+
+def test_repack_selector_is_range_checked_on_every_parent(env):
+    from icml26_agent_rosetta.env import ActionError
+
+    bad = RotamerChange(
+        design_selector={"type": "index", "resnums": "1-3"},
+        repack_selector={"type": "index", "resnums": "4-11"},
+    )
+    with pytest.raises(ActionError, match="residue 9 is out of range"):
+        env.check(bad)
+    env.step(choose("rotamer_change"))
+    obs, *_ = env.step(
+        run(
+            "rotamer_change",
+            design_selector={"type": "index", "resnums": "1-3"},
+            repack_selector={"type": "index", "resnums": "4-11"},
+        )
+    )
+    assert "out of range" in obs and len(env.trajectory) == 1
+
+
+class NaNBackend(HPBackend):
+    def run(self, *args, **kwargs):
+        out = super().run(*args, **kwargs)
+        ca = out[0].ca.copy()
+        ca[2, 0] = np.nan
+        out[0] = dataclasses.replace(out[0], ca=ca)
+        return out
+
+
+def test_nan_structure_is_a_clear_error_not_a_linalg_error(env):
+    env.backend = NaNBackend()
+    env.step(choose("backbone_change"))
+    obs, *_ = env.step(run("backbone_change", **MOVE))
+    assert "returned a structure with non-finite (NaN/inf) coordinates" in obs
+    assert "SVD" not in obs
+    assert len(env.trajectory) == 1
+    from icml26_agent_rosetta import kabsch_rmsd
+
+    p = np.zeros((4, 3))
+    p[1, 2] = np.nan
+    with pytest.raises(ValueError, match="p has non-finite"):
+        kabsch_rmsd(p, np.ones((4, 3)))
+    with pytest.raises(ValueError, match="q has non-finite"):
+        kabsch_rmsd(np.ones((4, 3)), p)
+
+
+# --- finding 6: go-back restores step k's Pareto front, not all its designs -----------------------
+
+
+class SpreadBackend(HPBackend):
+    """Designs whose scores make a strict Pareto subset: design i has energy -i mod 3."""
+
+    def run(self, action, protocol, parents, nstruct, seed, palette=()):
+        out = super().run(action, protocol, parents, nstruct, seed, palette)
+        return [
+            dataclasses.replace(d, metrics={"total_score": float(-(i % 3))})
+            for i, d in enumerate(out)
+        ]
+
+
+def test_go_back_restores_only_the_pareto_front_of_step_k():
+    env = RosettaEnv(hp_task(8, 4, nstruct=6, max_steps=6), SpreadBackend())
+    env.step(choose("backbone_change"))
+    env.step(run("backbone_change", **MOVE))
+    step1 = env.trajectory[1]
+    assert 0 < len(step1.front) < len(step1.designs)  # the front is a strict subset
+    env.step(choose("backbone_change"))
+    env.step(run("backbone_change", **MOVE))
+    env.step(choose("go_back_to_step"))
+    *_, info = env.step(run("go_back_to_step", step=1))
+    assert info["valid"] is True
+    assert len(env.parents) == len(step1.front)
+    expected = [step1.designs[i] for i in step1.front]
+    assert all(a is b for a, b in zip(env.parents, expected))

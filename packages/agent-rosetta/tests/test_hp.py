@@ -96,3 +96,17 @@ def test_rotamer_change_finds_the_fixed_backbone_optimum():
     frozen = RotamerChange(design_selector=IndexSelector(resnums="1-3"), restrict=["LEU"])
     out = HPBackend().run(frozen, "", [start], nstruct=2, seed=0)
     assert all(d.sequence[3:] == start.sequence[3:] for d in out)  # outside the selector: untouched
+
+
+def test_composition_error_counts_the_tasks_non_canonical_hydrophobic_types():
+    import numpy as np
+    from icml26_agent_rosetta import Design
+    from icml26_agent_rosetta.hp import HYDROPHOBIC, hp_task
+
+    h = HYDROPHOBIC | {"TRF"}
+    task = hp_task(6, 3, ncaa=("TRF",), hydrophobic=h)
+    assert task.ncaa == ("TRF",) and "TRF" in task.description
+    d = Design(("TRF", "TRF", "LEU", "SER", "SER", "SER"), np.zeros((6, 3)))
+    assert task.extra_metrics(d) == {"composition_error": 0.0}  # 3 H: TRF, TRF, LEU
+    canonical_only = hp_task(6, 3)
+    assert canonical_only.extra_metrics(d) == {"composition_error": 2.0}

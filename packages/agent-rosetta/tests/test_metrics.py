@@ -92,3 +92,30 @@ def test_ideal_helix_geometry():
 def test_pareto_small_shapes(n, m):
     v = np.arange(n * m, dtype=float).reshape(n, m)
     assert pareto_front(v, ["min"] * m).sum() == 1
+
+
+def test_reference_energies_recover_per_type_terms_and_compare_sequences():
+    from icml26_agent_rosetta.metrics import fit_reference_energies, reference_corrected
+
+    types = ["ALA", "GLU", "LEU", "LYS"]
+    true_r = {"ALA": -40.0, "GLU": -190.0, "LEU": -138.0, "LYS": -60.0}
+    rng = np.random.default_rng(0)
+    seqs = [list(rng.choice(types, size=8)) for _ in range(30)]
+    # energy = composition part + a design part (here: +-5 kJ/mol per sequence)
+    quality = rng.normal(0.0, 5.0, size=30)
+    energies = [sum(true_r[s] for s in q) + d for q, d in zip(seqs, quality)]
+    ref = fit_reference_energies(seqs, energies, types)
+    for t in types:  # 30 x 4 least squares, noise 5: each term within ~3 kJ/mol
+        assert ref[t] == pytest.approx(true_r[t], abs=3.0)
+    # poly-Glu is 1200 kJ/mol "better" than poly-Ala in absolute energy, not as a design
+    e_ala, e_glu = 8 * true_r["ALA"] + 1.0, 8 * true_r["GLU"] + 1.0
+    assert e_glu < e_ala - 1000
+    a, g = (
+        reference_corrected(["ALA"] * 8, e_ala, ref),
+        reference_corrected(["GLU"] * 8, e_glu, ref),
+    )
+    assert abs(a - g) < 50
+    with pytest.raises(ValueError, match="no reference energy"):
+        reference_corrected(["TRP"], 0.0, ref)
+    with pytest.raises(ValueError, match="equal length"):
+        fit_reference_energies(seqs, energies[:3], types)

@@ -122,3 +122,22 @@ def test_ccd_chemistry_facts():
     }
     with pytest.raises(KeyError, match="not in the PDB Chemical Component Dictionary"):
         resolve_residue("Q_Q")
+
+
+def test_nmoves_above_max_trials_is_refused_not_capped(openmm_backend):
+    from icml26_agent_rosetta import BackboneChange
+
+    start = openmm_backend.prepare(["ALA", "LEU", "GLU", "LYS"])
+    move = BackboneChange(mover="small", selector=IndexSelector(resnums="2-3"), nmoves=5)
+    with pytest.raises(ValueError, match="nmoves=5 exceeds this backend's max_trials=1"):
+        openmm_backend.run(move, "", [start], 1, 0)
+
+
+def test_design_score_is_the_reference_corrected_energy(openmm_backend):
+    from icml26_agent_rosetta.openmm_backend import OpenMMBackend
+
+    ref = {t: -10.0 * (i + 1) for i, t in enumerate(["ALA", "GLU", "LEU", "LYS"])}
+    b = OpenMMBackend(max_iterations=50, candidates=1, max_trials=1, reference=ref)
+    d = openmm_backend.prepare(["ALA", "LEU", "GLU", "LYS"])
+    m = b.score(d)
+    assert m["design_score"] == pytest.approx(m["total_score"] - (-10 - 30 - 20 - 40), abs=1e-9)

@@ -33,3 +33,19 @@ def test_openmm_quickstart_runs(capsys):
     pytest.importorskip("openmm")
     exec(compile(_blocks()[1], "README-openmm", "exec"), {})
     assert "Step 1 (rotamer_change): 2 designs" in capsys.readouterr().out
+
+
+def test_readme_results_table_is_generated_from_the_benchmark_json():
+    import sys
+
+    bench = README.parent / "benchmarks"
+    if not (bench / "reproduce_quick.json").exists():
+        pytest.skip("benchmarks/ not shipped in the wheel")
+    sys.path.insert(0, str(bench))
+    try:
+        from results_table import table
+    finally:
+        sys.path.remove(str(bench))
+    text = README.read_text()
+    block = text.split("<!-- results-table -->\n")[1].split("\n<!-- /results-table -->")[0]
+    assert block == table()

@@ -24,10 +24,12 @@ from .actions import (
 from .agent import NoisyPolicy, ScriptedPolicy, run_episode
 from .compile import ProtocolError, compile_protocol, parse_protocol
 from .env import Backend, RosettaEnv, StepRecord, Task, action_docs, tool_schemas
+from .error_model import LLMErrorPolicy
 from .hp import HPBackend, hp_optimum, hp_task
 from .metrics import Design, ideal_helix_ca, kabsch_rmsd, pareto_front
 from .parser import ParseError, parse_reply, validate_action
 from .rosetta_backend import RosettaScriptsBackend
+from .tasks import fixed_backbone_task, pack_ncaa_task
 
 __version__ = "0.1.0"
 
@@ -41,6 +43,7 @@ __all__ = [
     "GoBackToStep",
     "HPBackend",
     "IndexSelector",
+    "LLMErrorPolicy",
     "LayerSelector",
     "NoisyPolicy",
     "NotSelector",
@@ -57,11 +60,13 @@ __all__ = [
     "__version__",
     "action_docs",
     "compile_protocol",
+    "fixed_backbone_task",
     "hp_optimum",
     "hp_task",
     "ideal_helix_ca",
     "kabsch_rmsd",
     "normalize_residue",
+    "pack_ncaa_task",
     "pareto_front",
     "parse_protocol",
     "parse_reply",

@@ -1,7 +1,12 @@
 """Policies and the episode loop.
 
-A policy is any callable ``policy(messages) -> str`` over an OpenAI-style chat history
-(``[{"role": "system" | "user" | "assistant", "content": str}, ...]``): an LLM client
+A policy is any callable ``policy(messages) -> reply`` over an OpenAI-style chat history
+(``[{"role": "system" | "user" | "assistant" | "tool", "content": str, ...}, ...]``). The reply
+is text, or an assistant message with ``tool_calls`` (function calling): then the assistant
+turn goes back into the history as that message, ids and all, and the observation as a
+``{"role": "tool", "tool_call_id": ...}`` message. Several tool calls in one turn are refused
+(``RosettaEnv.reject``: one reply that cannot be parsed), each call answered with the error,
+since the environment takes one action at a time. An LLM client
 (``icml26_agent_rosetta.openai_policy.OpenAIChatPolicy``, extra ``[openai]``), a script, or the
 noisy scripted agent of the benchmark (``NoisyPolicy``).
 
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +31,9 @@ import numpy as np
 from .actions import BackboneChange, GoBackToStep, RotamerChange
 from .compile import compile_protocol
 
-Message = dict[str, str]
-Policy = Callable[[list[Message]], str]
+Message = dict[str, Any]
+Reply = str | dict[str, Any]  # text, or an assistant message with "tool_calls"
+Policy = Callable[[list[Message]], Reply]
 
 SYSTEM_PROMPT = (
     "You operate Rosetta through a structured environment to design proteins. "
@@ -49,11 +55,18 @@ class ScriptedPolicy:
         return self.replies[self.i - 1]
 
 
-def run_episode(env: Any, policy: Policy, *, max_turns: int | None = None) -> dict[str, Any]:
-    """Reset ``env`` and let ``policy`` act until ``max_steps`` steps are spent.
+def tool_call_text(call: Mapping[str, Any]) -> str:
+    """One OpenAI tool call as the environment's JSON reply ``{"action", "arguments"}``."""
+    fn = call.get("function") or {}
+    return json.dumps({"action": fn.get("name"), "arguments": fn.get("arguments")})
 
-    Returns ``messages``, ``steps``, ``turns``, ``valid_steps``, ``valid_rate`` (valid / steps)
-    and ``best`` (the task's best feasible primary metric).
+
+def run_episode(env: Any, policy: Policy, *, max_turns: int | None = None) -> dict[str, Any]:
+    """Reset ``env`` and let ``policy`` act until ``max_steps`` steps are spent (or the
+    episode is stopped, official accounting).
+
+    Returns ``messages``, ``steps``, ``turns``, ``valid_steps``, ``valid_rate`` (valid / steps),
+    ``stopped`` and ``best`` (the task's best feasible primary metric).
     """
     obs, info = env.reset()
     messages: list[Message] = [
@@ -61,12 +74,29 @@ def run_episode(env: Any, policy: Policy, *, max_turns: int | None = None) -> di
         {"role": "user", "content": obs},
     ]
     limit = max_turns if max_turns is not None else 8 * env.task.max_steps
-    truncated = False
-    while not truncated and info["turns"] < limit:
+    truncated = terminated = False
+    while not (truncated or terminated) and info["turns"] < limit:
         reply = policy(messages)
-        messages.append({"role": "assistant", "content": reply})
-        obs, _, _, truncated, info = env.step(reply)
-        messages.append({"role": "user", "content": obs})
+        calls = reply.get("tool_calls") or [] if isinstance(reply, dict) else []
+        if not calls:
+            text = reply.get("content") or "" if isinstance(reply, dict) else reply
+            messages.append({"role": "assistant", "content": text})
+            obs, _, terminated, truncated, info = env.step(text)
+            messages.append({"role": "user", "content": obs})
+            continue
+        assert isinstance(reply, dict)
+        messages.append(
+            {"role": "assistant", "content": reply.get("content"), "tool_calls": list(calls)}
+        )
+        if len(calls) > 1:
+            obs, _, terminated, truncated, info = env.reject(
+                f"{len(calls)} parallel tool calls in one turn; the environment takes one "
+                "action at a time: call exactly one tool"
+            )
+        else:
+            obs, _, terminated, truncated, info = env.step(tool_call_text(calls[0]))
+        for c in calls:  # every tool call gets its answer, by id
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": obs})
     steps = max(info["step"], 1)
     return {
         "messages": messages,
@@ -74,6 +104,7 @@ def run_episode(env: Any, policy: Policy, *, max_turns: int | None = None) -> di
         "turns": info["turns"],
         "valid_steps": info["n_valid"],
         "valid_rate": info["n_valid"] / steps,
+        "stopped": bool(info.get("stop", False)),
         "best": env.best(),
     }
 

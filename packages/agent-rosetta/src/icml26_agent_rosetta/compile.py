@@ -275,10 +275,30 @@ _MOVER_TAGS = {
     "AddConstraints",
     "AddCompositionConstraintMover",
     "FastDesign",
+    "PackRotamersMover",
     "GenericMonteCarlo",
     "MinMover",
     *_TAG_TO_MOVER,
 }
+# score-function weights files in Rosetta's database (the common ones)
+WEIGHTS = frozenset(
+    {
+        "ref2015",
+        "ref2015_cart",
+        "ref2015_soft",
+        "beta_nov16",
+        "beta_nov16_cart",
+        "beta_nov16_soft",
+        "beta_jan25",
+        "talaris2014",
+        "talaris2013",
+        "score12",
+        "score3",
+        "score0",
+        "empty",
+    }
+)
+FASTDESIGN_DEFAULT_REPEATS = 5  # Rosetta's FastDesign/FastRelax default (``repeats``)
 _MOVE_ATTRS = {"name", "scorefxn", "residue_selector", "nmoves", "angle_max", "temperature"}
 _BASE_TYPES = {"name", "base_types", "selector"}
 # What RosettaScripts' XSD validation would accept here (the subset these protocols use).
@@ -334,6 +354,7 @@ ALLOWED_ATTRS: dict[str, set[str]] = {
         "relaxscript",
         "packer_palette",
     },
+    "PackRotamersMover": {"name", "scorefxn", "task_operations", "packer_palette", "nloop"},
     "Small": _MOVE_ATTRS,
     "Shear": _MOVE_ATTRS,
     "Backrub": {"name", "movemap_factory"},
@@ -449,8 +470,11 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
     )
     factories = _named(root.find("MOVE_MAP_FACTORIES"), {"MoveMapFactory"}, "move map factory")
     for sf in sfxns.values():
-        if _attr(sf, "weights") != "ref2015":
-            raise ProtocolError(f"score function weights {sf.get('weights')!r}: expected ref2015")
+        if _attr(sf, "weights") not in WEIGHTS:
+            raise ProtocolError(
+                f"score function weights {sf.get('weights')!r}: no such weights file "
+                f"(known: {', '.join(sorted(WEIGHTS))})"
+            )
     prot = root.find("PROTOCOLS")
     if prot is None or not len(prot):
         raise ProtocolError("<PROTOCOLS> is missing or empty")
@@ -485,23 +509,38 @@ def parse_protocol(xml: str) -> RotamerChange | BackboneChange:
         for key in ("selector", "residue_selector"):
             if key in el.attrib and el.attrib[key] not in sels:
                 raise ProtocolError(f"<{el.tag} {key}={el.attrib[key]!r}>: undefined selector")
-    main = [m for m in added if m.tag in ("FastDesign", "GenericMonteCarlo", *_TAG_TO_MOVER)]
+    main = [
+        m
+        for m in added
+        if m.tag in ("FastDesign", "PackRotamersMover", "GenericMonteCarlo", *_TAG_TO_MOVER)
+    ]
     if len(main) != 1:
         raise ProtocolError(
-            "expected exactly one FastDesign, Small, Shear or GenericMonteCarlo(Backrub) in "
+            "expected exactly one FastDesign, PackRotamersMover, Small, Shear or "
+            "GenericMonteCarlo(Backrub) in "
             f"<PROTOCOLS>, found {len(main)}"
         )
     mv_main = main[0]
     if mv_main.tag == "Backrub":
         raise ProtocolError("Backrub runs inside a GenericMonteCarlo (trials, temperature)")
     args: dict[str, Any]
-    if mv_main.tag == "FastDesign":
+    if mv_main.tag in ("FastDesign", "PackRotamersMover"):
         names = [s.strip() for s in _attr(mv_main, "task_operations").split(",") if s.strip()]
         for n in names:
             if n not in ops:
-                raise ProtocolError(f"FastDesign uses task operation {n!r}, which is not defined")
+                raise ProtocolError(
+                    f"{mv_main.tag} uses task operation {n!r}, which is not defined"
+                )
         design = None
-        args = {"action": "rotamer_change", "repeats": _attr(mv_main, "repeats")}
+        # FastDesign without ``repeats`` runs Rosetta's default 5; a PackRotamersMover is one
+        # packing pass, read here as one repeat (the HP/OpenMM backends have no minimizer-free
+        # packer; an approximation, named in the README)
+        repeats = (
+            mv_main.get("repeats", str(FASTDESIGN_DEFAULT_REPEATS))
+            if mv_main.tag == "FastDesign"
+            else "1"
+        )
+        args = {"action": "rotamer_change", "repeats": repeats}
         for n in names:
             op = ops[n]
             if op.tag == "OperateOnResidueSubset":

@@ -10,12 +10,25 @@ One *step* is one action attempt. In the default ``structured`` mode it takes tw
    current step, ``nstruct`` designs in all.
 
 A failure in either phase returns a precise message (the official ``debug_template``) and the
-agent retries, up to ``max_retries`` times; then the step is spent and counted invalid. A
-backend crash is a failure like any other: the trajectory is never touched by a failed step.
-``go_back_to_step(k)`` makes step k's Pareto designs current again.
+agent retries, up to ``max_retries`` times per step (choose and run share the budget); then the
+step is spent and counted invalid. A backend crash is a failure like any other: the trajectory
+is never touched by a failed step. ``go_back_to_step(k)`` makes step k's Pareto designs
+current again.
+
+``step_accounting="official"`` counts as the official runner does (its ``global_step``): every
+choose and every run is one step (a run the environment cannot apply -- a semantic error, a
+backend crash -- included, after which the agent fixes the same action), ``max_steps`` bounds
+them all (the official configs use 20), and a reply that cannot be parsed is retried; past the
+retries the episode ends (``StopStep``: ``terminated`` is True, ``info["stop"]`` is True).
+Deviation: the official ``max_parse_retries = N`` allows N replies in all, ``max_retries = N``
+here allows N + 1 (the first one and N retries).
 
 ``mode="protocol"`` is the prompt-only baseline: every reply must be a whole RosettaScripts
-protocol (checked by ``parse_protocol``), with the same retry budget and the same backend.
+protocol, with the same retry budget and the same backend. It is judged by ``parse_protocol``
+(the inverse of the compiler), or with ``validate_xml=True`` by what RosettaScripts accepts
+(``rosetta_xsd.validate_rosetta_xml``: the XSD, then parse-time checks; extra ``[xsd]``), and
+then read into an action for backends that are not Rosetta (``n_uninterpretable`` counts
+protocols Rosetta would accept that ``parse_protocol`` cannot read).
 """
 
 from __future__ import annotations
@@ -216,6 +229,8 @@ class RosettaEnv:
         mode: Literal["structured", "protocol"] = "structured",
         seed: int = 0,
         summary_top_k: int = 5,
+        step_accounting: Literal["action", "official"] = "action",
+        validate_xml: bool = False,
     ) -> None:
         if not isinstance(task, Task):
             raise TypeError(f"task must be a Task, got {type(task).__name__}")
@@ -227,6 +242,12 @@ class RosettaEnv:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if mode not in ("structured", "protocol"):
             raise ValueError(f"mode must be 'structured' or 'protocol', got {mode!r}")
+        if step_accounting not in ("action", "official"):
+            raise ValueError(
+                f"step_accounting must be 'action' or 'official', got {step_accounting!r}"
+            )
+        self.step_accounting = step_accounting
+        self.validate_xml = validate_xml
         self.task, self.backend, self.max_retries, self.mode = task, backend, max_retries, mode
         self.seed, self.summary_top_k = seed, summary_top_k
         self.palette = (*CANONICAL, *task.ncaa)
@@ -245,8 +266,10 @@ class RosettaEnv:
         self.turns = 0  # replies read
         self.phase: Literal["choose", "run"] = "choose"
         self.pending: str | None = None
-        self.retries = 0
+        self.retries = 0  # failed replies in the current step (both phases together)
         self.n_valid = 0
+        self.n_uninterpretable = 0
+        self.stopped = False  # official accounting: a parse failure past the retries (StopStep)
         self._errors: list[str] = []
         return self.intro(), self._info(None, None)
 
@@ -286,23 +309,36 @@ class RosettaEnv:
 
     # --- one reply ------------------------------------------------------------------------------
     def step(self, reply: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.stopped:
+            raise RuntimeError(
+                "the episode was stopped (StopStep after a parse failure); call reset()"
+            )
         if self.steps >= self.task.max_steps:
             raise RuntimeError("the episode is over (max_steps reached); call reset()")
         self.turns += 1
         before = self.best()
         try:
             if self.mode == "protocol":
-                obs = self._run(self._read_protocol(reply))
+                action = self._read_protocol(reply)
             elif self.phase == "choose":
                 obs = self._choose(reply)
-                return obs, 0.0, False, False, self._info(None, None)
+                if self.step_accounting == "official":  # a choose is a global step
+                    self.steps += 1
+                    self.retries = 0
+                truncated = self.steps >= self.task.max_steps
+                return obs, 0.0, False, truncated, self._info(None, None)
             else:
-                obs = self._run(self._read_run(reply))
-        except (ParseError, ProtocolError, ActionError) as exc:
-            return self._fail(str(exc))
+                action = self._read_run(reply)
+        except (ParseError, ProtocolError) as exc:
+            return self._fail(str(exc), parse=True)
+        try:
+            obs = self._run(action)
+        except (ActionError, ParseError, ProtocolError) as exc:
+            return self._fail(str(exc), parse=False)
         except Exception as exc:  # a backend crash mid-episode: report, keep the trajectory
             return self._fail(
-                f"the backend failed while running the protocol: {type(exc).__name__}: {exc}"
+                f"the backend failed while running the protocol: {type(exc).__name__}: {exc}",
+                parse=False,
             )
         after = self.best()
         reward = 0.0
@@ -312,8 +348,30 @@ class RosettaEnv:
         truncated = self.steps >= self.task.max_steps
         return obs, reward, False, truncated, self._info(True, None)
 
-    def _fail(self, msg: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def reject(self, error: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Refuse a reply before parsing it (e.g. several parallel tool calls in one turn):
+        it counts as one reply that could not be parsed."""
+        if self.stopped or self.steps >= self.task.max_steps:
+            raise RuntimeError("the episode is over; call reset()")
+        self.turns += 1
+        return self._fail(error, parse=True)
+
+    def _fail(self, msg: str, *, parse: bool) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._errors.append(msg)
+        if self.step_accounting == "official":
+            if not parse:  # the run happened and failed: one global step, fix the same action
+                self.steps += 1
+                self.retries = 0
+                truncated = self.steps >= self.task.max_steps
+                obs = f"Error: {msg}\nThe action failed (this step is spent). Write the corrected action."
+                return obs, 0.0, False, truncated, self._info(False, msg)
+            self.retries += 1
+            if self.retries > self.max_retries:  # StopStep: the official run ends here
+                self.stopped = True
+                obs = f"Error: {msg}\nNo retries left: the episode is stopped."
+                return obs, 0.0, True, False, self._info(False, msg)
+            obs = f"Error: {msg}\nFix it and reply again ({self.max_retries - self.retries + 1} retries left)."
+            return obs, 0.0, False, False, self._info(None, msg)
         self.retries += 1
         if self.retries > self.max_retries:  # the step is spent without an action
             self.steps += 1
@@ -337,6 +395,7 @@ class RosettaEnv:
             "error": error,
             "best": self.best(),
             "n_valid": self.n_valid,
+            "stop": self.stopped,
         }
 
     def _choose(self, reply: str) -> str:
@@ -348,7 +407,8 @@ class RosettaEnv:
                 f'first choose the action: <action tag="choose"><name>{parsed.name}</name></action>; '
                 "its documentation comes back, then you fill the arguments"
             )
-        self.phase, self.pending, self.retries = "run", parsed.name, 0
+        # the retry budget is per step: a successful choose does not refill it
+        self.phase, self.pending = "run", parsed.name
         return action_docs(parsed.name)
 
     def _read_run(self, reply: str) -> AnyAction:
@@ -367,7 +427,20 @@ class RosettaEnv:
         lo, hi = reply.find("<ROSETTASCRIPTS"), reply.rfind("</ROSETTASCRIPTS>")
         if lo < 0 or hi < 0:
             raise ProtocolError("no <ROSETTASCRIPTS>...</ROSETTASCRIPTS> protocol in the reply")
-        return parse_protocol(reply[lo : hi + len("</ROSETTASCRIPTS>")])
+        xml = reply[lo : hi + len("</ROSETTASCRIPTS>")]
+        if not self.validate_xml:
+            return parse_protocol(xml)
+        from .rosetta_xsd import validate_rosetta_xml
+
+        validate_rosetta_xml(xml, len(self.task.start.sequence), self.palette)
+        try:
+            return parse_protocol(xml)
+        except ProtocolError as exc:
+            self.n_uninterpretable += 1
+            raise ProtocolError(
+                f"RosettaScripts would accept this protocol, but the {self.backend.name} "
+                f"backend cannot interpret it: {exc}"
+            ) from None
 
     # --- running an action -------------------------------------------------------------------
     def check(self, action: AnyAction) -> None:
@@ -400,7 +473,9 @@ class RosettaEnv:
             raise ActionError(
                 f"unknown residue type(s) {unknown}: this task has the 20 canonical types{extra}"
             )
-        for d in self.parents:
+        which = "design_selector" if isinstance(action, RotamerChange) else "selector"
+        empty = []
+        for i, d in enumerate(self.parents):  # every parent the action will apply to
             layers = self.backend.layers(d)
             try:
                 mask = resolve_selector(sels[0], d.sequence, layers)
@@ -408,9 +483,13 @@ class RosettaEnv:
                     resolve_selector(s, d.sequence, layers)
             except ValueError as exc:
                 raise ActionError(str(exc)) from None
-        if not mask.any():
-            which = "design_selector" if isinstance(action, RotamerChange) else "selector"
-            raise ActionError(f"{which} selects no residue of the current designs; widen it")
+            if not mask.any():
+                empty.append(i)
+        if empty:
+            raise ActionError(
+                f"{which} selects no residue of current design(s) {empty} "
+                f"(of {len(self.parents)} Pareto-optimal designs); widen it"
+            )
 
     def _run(self, action: AnyAction) -> str:
         self.check(action)
@@ -441,6 +520,10 @@ class RosettaEnv:
             if len(d.sequence) != len(self.task.start.sequence):
                 raise ActionError(f"the backend returned a design of length {len(d.sequence)}")
             m = dict(self.backend.score(d)) if not d.metrics else dict(d.metrics)
+            if not np.isfinite(d.ca).all():
+                raise ActionError(
+                    "the backend returned a structure with non-finite (NaN/inf) coordinates"
+                )
             m["rmsd_to_init"] = kabsch_rmsd(d.ca, self.task.start.ca)
             if self.task.extra_metrics is not None:
                 m.update(self.task.extra_metrics(d))

@@ -281,31 +281,44 @@ def _propose(mover: str, xy: np.ndarray, i: int, rng: np.random.Generator) -> np
     return t
 
 
-def hp_task(n: int = 10, n_h: int = 5, *, nstruct: int = 16, max_steps: int = 20) -> Task:
+def hp_task(
+    n: int = 10,
+    n_h: int = 5,
+    *,
+    nstruct: int = 16,
+    max_steps: int = 20,
+    ncaa: Sequence[str] = (),
+    hydrophobic: frozenset[str] | None = None,
+) -> Task:
     """Design an n-residue HP chain with exactly ``n_h`` hydrophobic residues, minimum energy.
 
     Start: the extended chain, all serine (polar). Objectives: ``total_score`` (HP energy),
     ``composition_error`` = |#H - n_h| and ``rmsd_to_init``; feasible means
     ``composition_error == 0``, so the best feasible energy is compared with ``hp_optimum``.
+    ``ncaa``: non-canonical types the task offers; ``hydrophobic``: the H set, which must be
+    the backend's (``HPBackend(hydrophobic=...)``, e.g. ``HYDROPHOBIC | {"TRF"}``), so that a
+    non-canonical H residue counts in ``composition_error`` as it does in the energy.
     """
     if not 2 <= n <= 14 or not 0 <= n_h <= n:
         raise ValueError(f"need 2 <= n <= 14 and 0 <= n_h <= n, got n={n}, n_h={n_h}")
+    h_set = HYDROPHOBIC if hydrophobic is None else frozenset(hydrophobic)
     start = straight_chain(["SER"] * n)
 
     def composition(d: Design) -> dict[str, float]:
-        return {"composition_error": float(abs(sum(s in HYDROPHOBIC for s in d.sequence) - n_h))}
+        return {"composition_error": float(abs(sum(s in h_set for s in d.sequence) - n_h))}
 
     return Task(
         name=f"hp{n}",
         description=(
             f"design a {n}-residue chain on the 2-D square lattice (HP model) with exactly {n_h} "
-            "hydrophobic residues (A, C, I, L, M, F, V, W) and the lowest energy "
+            f"hydrophobic residues ({', '.join(sorted(h_set))}) and the lowest energy "
             "(-1 per contact between hydrophobic residues that are not chain neighbours)"
         ),
         start=start,
         objectives={"total_score": "min", "composition_error": "min", "rmsd_to_init": "min"},
         constraints={"composition_error": 0.0},
         extra_metrics=composition,
+        ncaa=tuple(ncaa),
         nstruct=nstruct,
         max_steps=max_steps,
     )

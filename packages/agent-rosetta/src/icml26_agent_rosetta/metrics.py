@@ -64,6 +64,9 @@ def kabsch_rmsd(p: np.ndarray, q: np.ndarray) -> float:
     p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
     if p.shape != q.shape or p.ndim != 2 or p.shape[1] != 3 or len(p) == 0:
         raise ValueError(f"p and q must both be (n, 3) with n >= 1, got {p.shape} and {q.shape}")
+    for name, x in (("p", p), ("q", q)):
+        if not np.isfinite(x).all():
+            raise ValueError(f"{name} has non-finite (NaN/inf) coordinates; cannot superpose")
     pc, qc = p - p.mean(0), q - q.mean(0)
     u, s, vt = np.linalg.svd(pc.T @ qc)  # (3, 3)
     d = np.sign(np.linalg.det(u @ vt)) or 1.0
@@ -78,3 +81,45 @@ def ideal_helix_ca(
     """CA trace of an ideal α-helix (n, 3): 1.5 Å rise and 100° per residue, radius 2.3 Å."""
     t = np.deg2rad(turn_deg) * np.arange(n)
     return np.stack([radius * np.cos(t), radius * np.sin(t), rise * np.arange(n)], axis=1)
+
+
+def fit_reference_energies(
+    sequences: Sequence[Sequence[str]],
+    energies: Sequence[float],
+    types: Sequence[str],
+    ridge: float = 1e-8,
+) -> dict[str, float]:
+    """Per-residue-type reference energies fitted on a reference set (ref2015's idea).
+
+    Least squares over the reference designs k: E_k ≈ Σ_a n_{k,a} r_a, with n_{k,a} the count
+    of type a in sequence k, i.e. r = argmin |N r - E|² + ridge |r|² (N: (K, A) counts). A
+    design's energy minus Σ_a n_a r_a (``reference_corrected``) then compares designs of
+    different sequences: what is left is how much better than its composition's expectation
+    the design is. Types absent from the reference set get r = 0 (the ridge term).
+    """
+    if len(sequences) != len(energies) or not len(sequences):
+        raise ValueError(
+            f"sequences and energies must be non-empty and of equal length, "
+            f"got {len(sequences)} and {len(energies)}"
+        )
+    e = np.asarray(energies, dtype=float)  # (K,)
+    if not np.isfinite(e).all():
+        raise ValueError("energies must be finite")
+    index = {t: j for j, t in enumerate(types)}
+    counts = np.zeros((len(sequences), len(types)))  # (K, A)
+    for k, seq in enumerate(sequences):
+        for s in seq:
+            if s not in index:
+                raise ValueError(f"sequences: residue type {s!r} is not in types")
+            counts[k, index[s]] += 1
+    lhs = counts.T @ counts + ridge * np.eye(len(types))  # (A, A)
+    r = np.linalg.solve(lhs, counts.T @ e)  # (A,)
+    return {t: float(r[j]) for t, j in index.items()}
+
+
+def reference_corrected(sequence: Sequence[str], energy: float, ref: Mapping[str, float]) -> float:
+    """``energy - Σ_i ref[sequence_i]``: an energy comparable across sequences."""
+    missing = sorted({s for s in sequence if s not in ref})
+    if missing:
+        raise ValueError(f"ref has no reference energy for {missing}")
+    return float(energy - sum(ref[s] for s in sequence))

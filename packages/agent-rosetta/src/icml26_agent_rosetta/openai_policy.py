@@ -5,13 +5,15 @@ all speak ``POST /v1/chat/completions``. Two modes:
 
 - text (default): the model writes the action in the reply text (XML tags or JSON), the
   official environment's format;
-- ``use_tools=True``: the environment's ``tool_schemas()`` are sent as function tools and the
-  model's tool call is handed to the environment as ``{"action": NAME, "arguments": {...}}``.
+- ``use_tools=True``: the environment's ``tool_schemas()`` are sent as function tools (with
+  ``parallel_tool_calls=False``); a reply with tool calls comes back as the assistant message
+  ``{"role": "assistant", "content": ..., "tool_calls": [{"id", "type", "function"}]}``, which
+  ``run_episode`` keeps in the history and answers with ``role: "tool"`` messages by
+  ``tool_call_id`` (several calls in one turn are refused with an error, see ``agent``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -48,10 +50,11 @@ class OpenAIChatPolicy:
             base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries
         )
 
-    def __call__(self, messages: list[dict[str, str]]) -> str:
+    def __call__(self, messages: list[dict[str, Any]]) -> str | dict[str, Any]:
         kwargs: dict[str, Any] = {}
         if self.use_tools:
             kwargs["tools"] = tool_schemas()
+            kwargs["parallel_tool_calls"] = False
         resp = self.client.chat.completions.create(
             model=self.model,
             messages=messages,  # type: ignore[arg-type]
@@ -62,6 +65,16 @@ class OpenAIChatPolicy:
         msg = resp.choices[0].message
         calls = getattr(msg, "tool_calls", None) or []
         if calls:
-            fn = calls[0].function
-            return json.dumps({"action": fn.name, "arguments": fn.arguments})
+            return {
+                "role": "assistant",
+                "content": msg.content,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments},
+                    }
+                    for c in calls
+                ],
+            }
         return msg.content or ""

@@ -9,7 +9,12 @@ Not Rosetta: a stand-in so the whole loop runs on a laptop with a real all-atom 
 - ``backbone_change``: Metropolis over Gaussian displacements (σ = ``angle_max``/60 Å) of the
   selected residues' atoms, each trial minimized, at kT = ``temperature`` · 2.494 kJ/mol;
 - ``total_score``: the minimized potential energy in kJ/mol (amber14 + OBC2 implicit solvent,
-  no cutoff).
+  no cutoff). It is an absolute energy, so it mostly measures composition (poly-Glu scores far
+  below poly-Leu); with ``reference`` (per-type reference energies, ``fit_reference``, in the
+  spirit of ref2015's reference terms) ``score`` also reports ``design_score`` = total_score -
+  Σ_i ref[type_i], which compares different sequences; use it as the task's objective.
+- ``backbone_change``'s ``nmoves`` Metropolis trials are run exactly; each is a minimization,
+  so ``nmoves`` above ``max_trials`` is refused with an error (it used to be capped silently).
 
 Non-canonical residues: amber14 has templates for the canonical residues (and protonation
 states, caps) only, so a non-canonical type in a palette is refused with a message (see
@@ -21,7 +26,7 @@ from __future__ import annotations
 import io
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import openmm
@@ -29,7 +34,7 @@ from openmm import app, unit
 from pdbfixer import PDBFixer
 
 from .actions import CANONICAL, BackboneChange, RotamerChange, resolve_selector
-from .metrics import Design
+from .metrics import Design, fit_reference_energies, reference_corrected
 from .rosetta_backend import layers_from_ca, read_pdb
 
 KT_KJ = 2.494  # kT at 300 K, kJ/mol
@@ -102,6 +107,7 @@ class OpenMMBackend:
         max_trials: int = 4,
         threads: int = 1,
         platform: str = "CPU",
+        reference: Mapping[str, float] | None = None,
     ) -> None:
         if max_iterations < 1 or candidates < 1 or max_trials < 1 or threads < 1:
             raise ValueError("max_iterations, candidates, max_trials and threads must be >= 1")
@@ -114,6 +120,7 @@ class OpenMMBackend:
         self.platform = openmm.Platform.getPlatformByName(platform)
         self.properties = {"Threads": str(threads)} if platform == "CPU" else {}
         self._reference = openmm.Platform.getPlatformByName("Reference")
+        self.reference = dict(reference) if reference is not None else None
 
     # --- structures -----------------------------------------------------------------------
     def complete(self, pdb: str, mutations: Sequence[str] = ()) -> tuple[app.Topology, list]:
@@ -179,7 +186,22 @@ class OpenMMBackend:
 
     def score(self, design: Design) -> dict[str, float]:
         top, pos = self.complete(str(design.payload))
-        return {"total_score": self.energy(top, pos)}
+        out = {"total_score": self.energy(top, pos)}
+        if self.reference is not None:
+            out["design_score"] = reference_corrected(
+                design.sequence, out["total_score"], self.reference
+            )
+        return out
+
+    def fit_reference(
+        self, sequences: Sequence[Sequence[str]], types: Sequence[str] = tuple(CANONICAL)
+    ) -> dict[str, float]:
+        """Fit per-type reference energies on ideal helices of ``sequences`` (prepared and
+        minimized here) and use them from now on (``design_score``); returns them."""
+        designs = [self.prepare(list(s)) for s in sequences]
+        energies = [self.energy(*self.complete(str(d.payload))) for d in designs]
+        self.reference = fit_reference_energies(sequences, energies, types)
+        return self.reference
 
     def run(
         self,
@@ -250,7 +272,13 @@ class OpenMMBackend:
         atoms = np.array([mask[at.residue.index] for at in top.atoms()])
         sigma = a.angle_max / 60.0 / 10.0  # Å -> nm
         kt = a.temperature * KT_KJ
-        for _ in range(min(a.nmoves, self.max_trials)):
+        if a.nmoves > self.max_trials:
+            raise ValueError(
+                f"nmoves={a.nmoves} exceeds this backend's max_trials={self.max_trials} "
+                "(each Metropolis trial is a minimization); lower nmoves or build "
+                "OpenMMBackend(max_trials=...)"
+            )
+        for _ in range(a.nmoves):
             trial = pos.copy()
             trial[atoms] += rng.normal(0.0, sigma, size=(int(atoms.sum()), 3))
             tp, te = self.minimize(top, trial)
