@@ -448,22 +448,27 @@ def markdown(tasks: dict) -> str:
                 f"| {name} ({met}) | {m} | {c['lr']:g}, {c['knob']:g} | {mean['worst']:.3f} | "
                 f"{mean['avg']:.3f} | {mean['stop_step']:.0f} | {diff} |"
             )
-    rows += ["", "1/KL(p*‖π) over the IRS steps of each reported run (min / median / max):", ""]
     rows += [
-        "| task | arm | run | 1/KL min | median | max | IRS from step |",
+        "",
+        "1/KL(p*‖π) over the IRS steps of each reported run: the smallest run minimum, the",
+        "median run median and the largest run maximum (per run in reproduce.json), and the",
+        "step from which IRS was on (median over runs):",
+        "",
+        "| task | arm | runs | 1/KL min | median | max | IRS from step |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, t in tasks.items():
         for m in ("irs", "irs_unscaled"):
-            for i, ik in enumerate(t["per_seed"][m]["inv_kl"]):
-                start = t["per_seed"][m]["irs_from_step"][i]
-                if ik is None:
-                    rows.append(f"| {name} | {m} | {i} | – | – | – | {start} |")
-                else:
-                    rows.append(
-                        f"| {name} | {m} | {i} | {ik['min']:.3g} | {ik['median']:.3g} | "
-                        f"{ik['max']:.3g} | {start} |"
-                    )
+            iks = [ik for ik in t["per_seed"][m]["inv_kl"] if ik is not None]
+            start = float(
+                np.median([s for s in t["per_seed"][m]["irs_from_step"] if s is not None])
+            )
+            if iks:
+                rows.append(
+                    f"| {name} | {m} | {len(iks)} | {min(ik['min'] for ik in iks):.3g} | "
+                    f"{float(np.median([ik['median'] for ik in iks])):.3g} | "
+                    f"{max(ik['max'] for ik in iks):.3g} | {start:.0f} |"
+                )
     return "\n".join(rows) + "\n"
 
 
