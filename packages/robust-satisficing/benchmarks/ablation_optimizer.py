@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import reproduce as R
 
-ARMS = [("erm", None), ("irs", 0.03), ("irs", 0.1), ("irs", 0.3), ("irs_unscaled", 0.3)]
+ARMS = [("erm", 1e-4), ("irs", 0.03), ("irs", 0.1), ("irs", 0.3), ("irs_unscaled", 0.3)]
 
 
 def sgd(params, lr, weight_decay):
@@ -38,10 +38,10 @@ def main() -> None:
         torch.optim.Adam = (
             opt  # reproduce.train builds torch.optim.Adam(params, lr=, weight_decay=)
         )
-        cfg = {"hidden": 64, "lr": lr, "batch": 64, "steps": 300, "warmup": 0.1}
+        cfg = {"hidden": 64, "batch": 64, "steps": 300, "eval_every": 300, "warmup": 0.1}
         for m, knob in ARMS:
             ev = [
-                R.evaluate(R.train(R.task_spurious(s), m, knob, s, cfg), R.task_spurious(s), "test")
+                R.train(R.task_spurious(s), m, knob, lr, s, cfg)["checkpoints"][-1]["test"]
                 for s in range(3)
             ]
             out[f"{opt_name}/{m}({knob})"] = {

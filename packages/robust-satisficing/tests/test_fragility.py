@@ -110,3 +110,47 @@ def test_runs_in_float32_input_and_reports_boundary():
     fr = fragility(L, pi, 0.5 + 1e-7)
     assert bool(fr.at_boundary) and "edge" in fr.status
     assert torch.isfinite(fr.kappa)
+
+
+@pytest.mark.parametrize("scale", [1e-8, 1e8])
+@pytest.mark.parametrize("k,n,seed", [(2, 200_000, 0), (2, 200_000, 1), (3, 1500, 2)])
+def test_kappa_scales_with_the_losses_against_brute_force(scale, k, n, seed):
+    """Losses and τ at scale s: κ from a brute-force simplex search at that scale (numpy, no
+    closed form), p* unchanged. An h range in absolute loss units fails both ways: at 1e-8 every
+    tilt has KL ≤ 1e-12 ("all losses equal"), at 1e8 every grid point is the worst vertex."""
+    L, pi, tau = random_instance(np.random.default_rng(seed), k)
+    Ls, taus = L * scale, tau * scale
+    fr = fragility(torch.tensor(Ls), torch.tensor(pi), taus)
+    assert fr.status == "ok"
+    brute = brute_kappa(Ls, pi, taus, n)  # scales with s by itself: P·(sL) − sτ over KL(P‖π)
+    assert float(fr.kappa) == pytest.approx(brute, rel=2e-3 if k == 3 else 1e-6)
+    P = simplex_grid(k, n)
+    d = kl(P, pi)
+    ok = d > 1e-10
+    best = P[ok][np.argmax((P @ Ls - taus)[ok] / d[ok])]
+    np.testing.assert_allclose(fr.p_star.numpy(), best, atol=2e-3 if k == 3 else 1e-4)
+    assert float(fr.kappa) * float(fr.h_star) == pytest.approx(1.0, rel=1e-3)  # κ = 1/h*
+
+
+def test_too_small_h_range_is_reported_not_called_equal_losses():
+    L = torch.tensor([0.2, 1.0, 0.5], dtype=T) * 1e-8
+    pi = torch.tensor([0.6, 0.1, 0.3], dtype=T)
+    tau = 0.4e-8
+    # the official absolute range at this scale: every KL(p_h‖π) ≤ 1e-12
+    with pytest.raises(ValueError, match="h range too small.*h_max"):
+        fragility(L, pi, tau, relative_h=False)
+    fr = fragility(L, pi, tau, relative_h=False, validate=False)
+    assert bool(fr.range_too_small) and bool(fr.degenerate)
+    assert fr.status.startswith("h range too small")
+    # a relative range can be too small as well
+    with pytest.raises(ValueError, match="h range too small"):
+        fragility(L, pi, tau, h_min=1e-9, h_max=1e-7)
+    # equal losses are still degenerate, and not "too small"
+    eq = fragility(torch.full((3,), 1e-8, dtype=T), pi, 2e-8)
+    assert bool(eq.degenerate) and not bool(eq.range_too_small)
+    assert eq.status.startswith("degenerate")
+    # absolute units at scale 1 agree with relative units (the same tilts, rescaled grid)
+    L1 = torch.tensor([0.2, 1.0, 0.5], dtype=T)
+    a = fragility(L1, pi, 0.4, relative_h=False)
+    r = fragility(L1, pi, 0.4)
+    assert float(a.kappa) == pytest.approx(float(r.kappa), rel=1e-6)

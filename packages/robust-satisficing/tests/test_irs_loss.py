@@ -238,3 +238,24 @@ def test_unscaled_variant_is_the_same_direction_at_unit_scale():
     assert float(b.detach()) == pytest.approx(float(fr.p_star @ st.group_losses), rel=1e-12)
     ga, gb = torch.autograd.grad(a, per)[0], torch.autograd.grad(b, per)[0]
     torch.testing.assert_close(ga * fr.kl, gb, rtol=1e-10, atol=0)
+
+
+@pytest.mark.parametrize("scale", [1e-8, 1e8])
+def test_irs_loss_tilts_at_any_loss_scale(scale):
+    """Per-sample losses at 1e-8 / 1e8: p* is the tilt of the rescaled problem, not π (ERM)."""
+    per = torch.tensor([0.2, 0.3, 1.0, 1.2, 0.5, 0.4], dtype=T) * scale
+    gid = torch.tensor([0, 0, 1, 1, 2, 2])
+    pi = torch.tensor([0.6, 0.1, 0.3], dtype=T)
+    L = np.array([0.25, 1.1, 0.45])
+    tau = 0.6
+    loss, st = IRSLoss(pi, tau=tau * scale)(per, gid)
+    assert st.fragility.status == "ok"
+    pL = float(st.fragility.p_star @ torch.tensor(L * scale))
+    assert float(loss) == pytest.approx(pL / float(st.fragility.kl), rel=1e-9)
+    h = root_h(L, pi.numpy(), tau)  # the scale-1 problem, independent bisection
+    p = pi.numpy() * np.exp(h * L)
+    p /= p.sum()
+    np.testing.assert_allclose(st.fragility.p_star.numpy(), p, rtol=1e-3)
+    assert float(st.fragility.kappa) == pytest.approx(scale / h, rel=1e-5)
+    with pytest.raises(ValueError, match="h range too small"):
+        IRSLoss(pi, tau=tau * 1e-8, relative_h=False)(per / scale * 1e-8, gid)

@@ -27,7 +27,18 @@ one forward and one backward pass per step. The h search follows the official co
 log-spaced h in [1e-3, 50], then 3 rounds of 25 points between the best point's neighbours
 (139 G-dimensional softmaxes). It runs in float64 on the detached losses with no host sync.
 
+The h range is in units of 1/(max L − min L) over the present groups (`relative_h=True`,
+default): h·L then spans the same tilts whatever the loss scale, since p_h depends on L only
+through h·(L − min L). κ scales with the losses (κ(sL, sτ) = s·κ(L, τ)) and h* with 1/s.
+
 Deviations from the official code (named, on purpose):
+  * the h range is relative to the spread of the group losses (the official range is in
+    absolute loss units, `relative_h=False`): with absolute units losses at scale 1e-8 give
+    KL(p_h‖π) ≤ 1e-12 at every h (reported as "all losses equal", ERM fallback) and losses at
+    scale 1e8 put every grid point on the worst-group vertex. For losses with spread ≈ 1 (cross
+    entropy early in training) the two ranges coincide.
+  * a range in which every tilt has KL ≤ 1e-12 although the group losses differ is reported
+    (`Fragility.range_too_small`, a `ValueError` when validating), not silently treated as ERM.
   * all group losses equal / one group present: the official code divides by a NaN KL; here
     κ = 0, p* = π and the loss is the ERM loss π·L (`Fragility.degenerate`).
   * κ is not clipped at 0, as in the official code (τ above every loss still tilts towards the
@@ -80,7 +91,8 @@ class Fragility:
     kl: Tensor  # () KL(p*‖π); 0 when degenerate
     h_star: Tensor  # () tilt of the maximum; 0 when degenerate
     tau: Tensor  # () the target τ used
-    degenerate: Tensor  # () bool: every tilt has KL ≤ KL_FLOOR (equal losses, one group)
+    degenerate: Tensor  # () bool: every tilt has KL ≤ KL_FLOOR (loss falls back to ERM)
+    range_too_small: Tensor  # () bool: degenerate although ≥ 2 present group losses differ
     tau_above_max: Tensor  # () bool: τ ≥ every present group loss (κ < 0, still tilts)
     tau_below_mean: Tensor  # () bool: τ ≤ π·L, RS infeasible at P = π (true κ = +∞)
     at_boundary: Tensor  # () bool: h* on the edge of [h_min, h_max] (true max may lie outside)
@@ -88,6 +100,11 @@ class Fragility:
     @property
     def status(self) -> str:
         """What happened, in words (syncs with the device)."""
+        if bool(self.range_too_small):
+            return (
+                "h range too small: group losses differ but every tilt has KL <= 1e-12; "
+                "raise h_max (or use relative_h=True); loss = ERM"
+            )
         if bool(self.degenerate):
             return "degenerate: all present group losses equal (or one group); loss = ERM"
         if bool(self.tau_below_mean):
@@ -119,6 +136,7 @@ def fragility(
     grid: int = 64,
     refine: int = 3,
     refine_points: int = 25,
+    relative_h: bool = True,
     validate: bool = True,
 ) -> Fragility:
     """κ = max_h (p_h·L − τ)/KL(p_h‖π) over the tilt path, equation (1); no gradient.
@@ -126,6 +144,10 @@ def fragility(
     group_losses (G,), prior (G,) summing to one (zero = group absent), tau a scalar.
     Vectorised: one (grid, G) log-softmax, then `refine` rounds of `refine_points` log-spaced
     points between the neighbours of the running best. Computed in float64 on detached inputs.
+    `relative_h=True`: h ∈ [h_min, h_max] / (max L − min L) over the present groups (scale
+    free); False: h ∈ [h_min, h_max] in absolute 1/loss units (the official code).
+    `h_star` is always in absolute units (κ = 1/h*). With `validate`, a range in which every
+    tilt has KL ≤ KL_FLOOR although the present group losses differ raises `ValueError`.
     """
     if validate:
         if group_losses.ndim != 1 or group_losses.shape != prior.shape:
@@ -151,10 +173,19 @@ def fragility(
     L = group_losses.detach().double()
     pi = prior.detach().to(device=dev, dtype=torch.float64)
     t = torch.as_tensor(tau, dtype=torch.float64, device=dev).detach()
+    present = pi > 0
+    L_hi = torch.where(present, L, -math.inf).max()
+    L_lo = torch.where(present, L, math.inf).min()
+    spread = L_hi - L_lo  # () 0 when the present group losses are equal
+    # the tilt is shift-invariant in L: centre on the smallest present loss (digits at 1e8)
+    L = torch.where(present, L - L_lo, 0.0)
+    t = t - L_lo
+    # h = h_rel · unit; unit = 1/spread (relative) or 1 (absolute). log-grid over h_rel.
+    unit = 1.0 / torch.where(spread > 0, spread, 1.0) if relative_h else torch.ones_like(spread)
     log_lo, log_hi = math.log(h_min), math.log(h_max)
 
     log_h = torch.linspace(log_lo, log_hi, grid, dtype=torch.float64, device=dev)  # (H,)
-    ratio, _ = _ratio(L, pi, t, log_h.exp())
+    ratio, _ = _ratio(L, pi, t, log_h.exp() * unit)
     i = ratio.argmax()
     best_r, best_log_h = ratio[i], log_h[i]
     frac = torch.linspace(0.0, 1.0, refine_points, dtype=torch.float64, device=dev)
@@ -162,26 +193,33 @@ def fragility(
         lo = log_h[(i - 1).clamp(min=0)]
         hi = log_h[(i + 1).clamp(max=log_h.numel() - 1)]
         log_h = lo + (hi - lo) * frac  # (refine_points,) brackets the running best
-        ratio, _ = _ratio(L, pi, t, log_h.exp())
+        ratio, _ = _ratio(L, pi, t, log_h.exp() * unit)
         i = ratio.argmax()
         better = ratio[i] > best_r
         best_r = torch.where(better, ratio[i], best_r)
         best_log_h = torch.where(better, log_h[i], best_log_h)
 
     degenerate = torch.isinf(best_r)  # every tilt had KL ≤ KL_FLOOR
-    h_star = best_log_h.exp()
+    h_star = best_log_h.exp() * unit  # absolute units
     p, kl = tilt(L, pi, h_star[None])
     p, kl = p[0], kl[0]
-    present = pi > 0
-    mean = pi @ torch.where(present, L, 0.0)
+    mean = pi @ L
     rel = 1e-9 * (log_hi - log_lo)
+    too_small = degenerate & (spread > 0) & (present.sum() >= 2)
+    if validate and bool(too_small):
+        raise ValueError(
+            f"h range too small: h_max={h_max} ({'relative' if relative_h else 'absolute'} "
+            f"units) gives KL(p_h||prior) <= {KL_FLOOR} at every h although the group losses "
+            f"differ (spread {float(spread):.3g}); raise h_max or use relative_h=True"
+        )
     return Fragility(
         kappa=torch.where(degenerate, 0.0, best_r),
         p_star=torch.where(degenerate, pi, p),
         kl=torch.where(degenerate, 0.0, kl),
         h_star=torch.where(degenerate, 0.0, h_star),
-        tau=t,
+        tau=t + L_lo,
         degenerate=degenerate,
+        range_too_small=too_small,
         tau_above_max=t >= torch.where(present, L, -math.inf).max(),
         tau_below_mean=t <= mean,
         at_boundary=~degenerate & ((best_log_h <= log_lo + rel) | (best_log_h >= log_hi - rel)),
@@ -244,6 +282,7 @@ class IRSLoss(nn.Module):
         grid: int = 64,  # official: 64 log-spaced points
         refine: int = 3,  # official: 3 rounds of 25 points
         refine_points: int = 25,
+        relative_h: bool = True,  # h in units of 1/(max L − min L); official: absolute units
         scale_by_kl: bool = True,  # official (3); False: p*·L, the same direction, unit scale
         validate: bool = True,  # check NaN losses / group ids each step (one host sync)
     ) -> None:
@@ -264,7 +303,12 @@ class IRSLoss(nn.Module):
             )
         self.tau, self.tau_multiplier, self.target_tau = tau, tau_multiplier, target_tau
         self.search = dict(
-            h_min=h_min, h_max=h_max, grid=grid, refine=refine, refine_points=refine_points
+            h_min=h_min,
+            h_max=h_max,
+            grid=grid,
+            refine=refine,
+            refine_points=refine_points,
+            relative_h=relative_h,
         )
         self.scale_by_kl = scale_by_kl
         self.validate = validate
@@ -316,6 +360,8 @@ class IRSLoss(nn.Module):
             prior = pr / pr.sum().clamp_min(torch.finfo(torch.float64).tiny)
         tau = self.active_tau(L, prior)
         fr = fragility(L, prior, tau, validate=False, **self.search)  # type: ignore[arg-type]
+        if self.validate and bool(fr.range_too_small):
+            raise ValueError(f"IRSLoss: {fr.status} (h_max={self.search['h_max']})")
         p_star = fr.p_star.to(L.dtype)
         erm = prior.to(L.dtype) @ L
         irs = p_star @ L
