@@ -301,3 +301,33 @@ def test_bad_input():
     up = BilevelUpcycler(model, _loss)
     with pytest.raises(RuntimeError, match="before begin_task"):
         up.end_search()
+
+
+@pytest.mark.parametrize("inner_presence", ["sampled", "all"])
+def test_inner_presence_decides_which_candidates_train(inner_presence):
+    """ "sampled": a candidate drawn absent gets no inner update (its weights are its sampling
+    history); "all": every candidate trains on every inner step, whatever the draw."""
+    model = _net()
+    up = BilevelUpcycler(
+        model,
+        _loss,
+        cka_layers=["3"],
+        lambda_param=0.0,
+        outer_lr=1e-6,
+        inner_presence=inner_presence,
+    )
+    up.begin_task()
+    with torch.no_grad():  # candidate 0 is drawn absent, the others present, almost surely
+        up.mask.logits[:, 1] = 50.0
+        up.mask.logits[0, 1] = -50.0
+    before = model[1].w1.detach().clone()
+    opt = torch.optim.SGD(up.trainable(), lr=0.1)
+    up.search_step(_batch(0), _batch(100), None, opt)
+    moved = [not torch.equal(model[1].w1[p], before[p]) for p in range(3, 6)]
+    assert moved[1] and moved[2]
+    assert moved[0] == (inner_presence == "all")
+
+
+def test_inner_presence_is_checked():
+    with pytest.raises(ValueError, match="inner_presence"):
+        BilevelUpcycler(_net(), _loss, inner_presence="some")

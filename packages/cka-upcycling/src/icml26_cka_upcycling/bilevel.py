@@ -19,6 +19,19 @@ hypergradient ∇_α L_val is
       ∇_α L_val(w', α) - ξ [∇_α L_in(w⁺, α) - ∇_α L_in(w⁻, α)] / (2ε),
       w' = w - ξ ∇_w L_in(w, α),   w± = w ± ε ∇_{w'} L_val(w', α),   ε = ε₀ / ‖∇_{w'} L_val‖.
 
+Which weights the inner step trains (``inner_presence``):
+
+* ``"sampled"`` (the reconstruction's default, as in DARTS with hard Gumbel draws): the inner
+  step runs with the same hard draw as the outer step, so a candidate trains only on the steps
+  where it was drawn present. At the start ∂L_val/∂α is exactly 0 (a provisional copy is an
+  exact replica sharing its source's mass), so the first draws decide which copies train, and
+  the final grow probabilities follow each copy's sampling history (measured correlation
+  +0.87 to +0.97 on the benchmark's model; issue 47).
+* ``"all"``: every candidate trains on every inner step (presence 1), and the Gumbel mask
+  enters only the outer objective. The weights no longer depend on the draws, so ∂L_val/∂α
+  compares trained copies instead of replaying the sampling history. A deviation from the
+  reconstruction (SNAS/GDAS-style weight sharing), labelled as such.
+
 At the end the masks are discretized (grow where p_grow > 1/2), unselected copies are dropped
 (exactly the presence-0 function) and the sources of kept copies are frozen: an
 :class:`UpcyclePlan`, which :func:`apply_plan` can also apply to a fresh copy of the model.
@@ -223,6 +236,8 @@ class BilevelUpcycler:
         init_grow_logit: initial α_grow - α_keep of every candidate.
         layers: restrict the candidates to these MoE layer names (default: all).
         xi, eps: the finite-difference hypergradient's inner step and probe size.
+        inner_presence: ``"sampled"`` (inner step under the outer step's hard draw) or
+            ``"all"`` (every candidate present in the inner step; see the module docstring).
 
     Per task::
 
@@ -253,7 +268,10 @@ class BilevelUpcycler:
         layers: Sequence[str] | None = None,
         xi: float = 0.01,
         eps: float = 0.01,
+        inner_presence: str = "sampled",
     ) -> None:
+        if inner_presence not in ("sampled", "all"):
+            raise ValueError(f"inner_presence must be 'sampled' or 'all'; got {inner_presence!r}")
         if hypergradient not in ("first_order", "finite_difference"):
             raise ValueError(
                 f"hypergradient must be 'first_order' or 'finite_difference'; got {hypergradient!r}"
@@ -286,6 +304,7 @@ class BilevelUpcycler:
         )
         self.tau, self.mode, self.outer_lr = tau, hypergradient, outer_lr
         self.init_grow_logit, self.xi, self.eps = init_grow_logit, xi, eps
+        self.inner_presence = inner_presence
         self.teacher: nn.Module | None = None
         self.mask: GumbelMask | None = None
         self.history: list[UpcyclePlan] = []
@@ -423,11 +442,15 @@ class BilevelUpcycler:
         return noise
 
     def sample_presence(self, noise: torch.Tensor | None = None) -> None:
-        """Fix the provisional copies' presence to a hard Gumbel draw (no gradient to α)."""
+        """Fix the provisional copies' presence for the inner step (no gradient to α): a hard
+        Gumbel draw, or all ones when ``inner_presence="all"``."""
         if self.mask is None:
             raise RuntimeError("sample_presence before begin_task")
         with torch.no_grad():
-            self._set_presence(self.mask(noise))
+            if self.inner_presence == "all":
+                self._set_presence(torch.ones_like(self.mask.logits[:, 0]))
+            else:
+                self._set_presence(self.mask(noise))
 
     def search_step(
         self,
