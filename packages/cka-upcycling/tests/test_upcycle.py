@@ -267,3 +267,28 @@ def test_grow_and_commit_carry_the_hidden_bias():
     moe.commit([False, True, False])
     assert moe.b1.shape == (4, 24)
     torch.testing.assert_close(moe(x), y_kept, rtol=1e-13, atol=0)
+
+
+def test_add_experts_grows_the_router_exactly_while_the_new_slot_is_unselected():
+    """Growth as new router columns: slot 3 (k=2 of S=4 -> 5) replicates slot 1 with its router
+    column; with a large selection-bias offset no token selects it and the function is exact;
+    with offset 0 it ties slot 1 and enters top-k sets, displacing other slots (not exact)."""
+    moe = upcycle_ffn(_GatedMLP(seed=2), 4, top_k=2, router_init="normal")
+    with torch.no_grad():  # distinct experts, a slot with two copies
+        moe.w1.add_(0.3 * torch.randn_like(moe.w1))
+    moe.grow([1])
+    x = _x()
+    y0 = moe(x)
+    new = moe.add_experts([1])
+    assert new == [4] and moe.num_experts == 5 and moe.router.shape == (8, 5)
+    assert moe.copies_per_slot() == [1, 2, 1, 1, 2]
+    assert torch.equal(moe.router[:, 4], moe.router[:, 1])
+    assert moe.router_bias[4] == moe.router_bias[1] - 1e4
+    torch.testing.assert_close(moe(x), y0, rtol=1e-13, atol=0)
+    torch.testing.assert_close(moe_ref(moe, x), y0, rtol=1e-12, atol=1e-13)
+    moe.router_bias[4] = moe.router_bias[1]  # offset 0: the replica competes at once
+    assert (moe(x) - y0).abs().max() > 1e-6
+    with pytest.raises(ValueError, match="sources must lie"):
+        moe.add_experts([5])
+    with pytest.raises(ValueError, match="bias_offset"):
+        moe.add_experts([0], bias_offset=float("inf"))

@@ -26,6 +26,14 @@ Function preservation (exact up to float rounding, checked in fp64 by the tests)
   are equal and the gates sum to 1, so any router initialization preserves the function.
 * :meth:`UpcycledMoE.grow` adds a copy p' of a source copy p in the same slot, copies its copy
   logit and sets q_p, q_p' <- q_p - log 2: the two share p's old mass, e^{u-log2}·2 = e^{u}.
+* :meth:`UpcycledMoE.add_experts` is the other form of growth: new *routed* experts, i.e.
+  new router columns (sparse-upcycling / LLaMA-MoE style). New slot s' copies slot s (all its
+  copies, copy logits included) and its router column, R[:, s'] = R[:, s]; its selection bias
+  is b[s'] = b[s] − ``bias_offset``. The gates use the logits only, so s' is an exact
+  replica of s, but top-k *selection* changes wherever s' enters a token's top k (it displaces
+  another slot): the function is preserved exactly only while s' is never selected (an offset
+  larger than any logit gap), and aux-loss-free balancing (which raises the bias of an
+  under-loaded slot) then brings it in gradually.
 * The presence m_p in [0, 1] is the Gumbel mask of a provisional copy during the search;
   m_p = 0 is exactly the layer without p, so dropping an unselected copy changes nothing.
 
@@ -242,6 +250,49 @@ class UpcycledMoE(nn.Module):
                 self.frozen[src] = True
             new.append(p)
         return new
+
+    @torch.no_grad()
+    def add_experts(
+        self,
+        sources: Sequence[int],
+        *,
+        bias_offset: float = 1e4,
+        noise: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> list[int]:
+        """Grow the router: one new slot per entry of ``sources``, a replica of that slot.
+
+        The new slot gets copies of all the source slot's copies (weights, hidden bias, copy
+        logits), the source's router column and the selection bias b[src] − ``bias_offset``
+        (see the module docstring: exact while the new slot is never selected; 1e4 keeps it out
+        of every top k at the start, and a smaller offset lets it compete at once). ``noise``
+        perturbs the new copies' weights (Drop-Upcycling-style). Returns the new slot indices.
+        """
+        sources = [int(s) for s in sources]
+        for s in sources:
+            if not 0 <= s < self.num_experts:
+                raise ValueError(
+                    f"sources must lie in [0, num_experts={self.num_experts}); got {s}"
+                )
+        if not (bias_offset >= 0 and math.isfinite(bias_offset)):
+            raise ValueError(f"bias_offset must be finite and >= 0; got {bias_offset}")
+        if not noise >= 0:
+            raise ValueError(f"noise must be >= 0; got {noise}")
+        new_slots = []
+        for s in sources:
+            slot = self.num_experts
+            for p in torch.nonzero(self.slot_of == s).flatten().tolist():
+                self._append_copy(p, slot, noise, generator)
+            self.router = nn.Parameter(
+                torch.cat([self.router.data, self.router.data[:, s : s + 1]], 1),
+                requires_grad=self.router.requires_grad,
+            )
+            self.router_bias = torch.cat(
+                [self.router_bias, (self.router_bias[s] - bias_offset)[None]]
+            )
+            self.num_experts += 1
+            new_slots.append(slot)
+        return new_slots
 
     def _append_copy(self, src: int, slot: int, noise: float, generator) -> None:
         def cat(t: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
