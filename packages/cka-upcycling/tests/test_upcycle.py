@@ -292,3 +292,35 @@ def test_add_experts_grows_the_router_exactly_while_the_new_slot_is_unselected()
         moe.add_experts([5])
     with pytest.raises(ValueError, match="bias_offset"):
         moe.add_experts([0], bias_offset=float("inf"))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
+def test_dense_backend_equals_the_kernel_path_values_and_gradients(activation):
+    """backend='dense' (every copy on every token, two GEMMs) against the permuted grouped-MLP
+    path: same function, same gradients, with presence, hidden bias and a frozen copy."""
+    torch.manual_seed(1)
+    layers = [
+        UpcycledMoE(
+            6, 4, 2, 5, init_std=0.5, activation=activation, hidden_bias=True, backend=b
+        ).to(D)
+        for b in ("torch", "dense")
+    ]
+    layers[1].load_state_dict(layers[0].state_dict())
+    for moe in layers:
+        moe.grow([0, 3], provisional=True, freeze_source=False)
+        moe.frozen[1] = True
+        with torch.no_grad():
+            g2, g3 = torch.Generator().manual_seed(2), torch.Generator().manual_seed(3)
+            moe.w1.copy_(torch.randn(moe.w1.shape, generator=g2, dtype=D))
+            moe.copy_router.copy_(torch.randn(moe.copy_router.shape, generator=g3, dtype=D))
+        moe.presence = torch.tensor([0.3, 1.0], dtype=D)
+    x = _x(25, 6)
+    ys = [moe(x) for moe in layers]
+    torch.testing.assert_close(ys[1], ys[0], rtol=1e-12, atol=1e-12)
+    grads = [
+        torch.autograd.grad(y.square().sum(), list(m.parameters())) for y, m in zip(ys, layers)
+    ]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-11)
+    with pytest.raises(ValueError, match="backend must be"):
+        UpcycledMoE(4, 2, 1, 4, backend="cuda")
