@@ -168,11 +168,15 @@ def hypergradient(
 # ----------------------------------------------------------------------------- plan
 @dataclass
 class UpcyclePlan:
-    """Where to grow: ``grow[layer_name] = [slots]``; ``p_grow`` the final probabilities."""
+    """Where to grow: ``grow[layer_name] = [slots]``; ``p_grow`` the final probabilities;
+    ``drawn`` the fraction of the search's outer steps in which each candidate's hard Gumbel
+    draw was "grow" (a diagnostic: a search whose p_grow tracks ``drawn`` replays its sampling
+    history rather than a signal)."""
 
     grow: dict[str, list[int]]
     p_grow: dict[str, list[float]] = field(default_factory=dict)
     added_params: int = 0
+    drawn: dict[str, list[float]] = field(default_factory=dict)
 
     def num_grown(self) -> int:
         return sum(len(v) for v in self.grow.values())
@@ -403,6 +407,8 @@ class BilevelUpcycler:
         self.outer_opt = torch.optim.Adam(
             self.mask.parameters(), lr=self.outer_lr, betas=(0.5, 0.999)
         )
+        self._drawn = torch.zeros(n)  # hard "grow" draws per candidate in outer steps
+        self._outer_steps = 0
         return n
 
     def outer_step(
@@ -425,6 +431,9 @@ class BilevelUpcycler:
                 lv = lv + self.lambda_replay * self.loss_fn(self.model, replay)
             return lv
 
+        with torch.no_grad():
+            self._drawn += mask(noise).detach().cpu().float()
+            self._outer_steps += 1
         g = hypergradient(
             train_loss,
             val_loss,
@@ -481,6 +490,7 @@ class BilevelUpcycler:
             raise RuntimeError("end_search before begin_task")
         keep = self.mask.decide(threshold)
         probs = self.mask.probs().detach()
+        drawn = (self._drawn / max(self._outer_steps, 1)).tolist()
         self._set_presence(None)
         plan = UpcyclePlan(grow={}, p_grow={})
         i = 0
@@ -492,6 +502,7 @@ class BilevelUpcycler:
             grown = layer.commit(keep[i : i + n])
             plan.grow[name] = grown
             plan.p_grow[name] = probs[i : i + n].tolist()
+            plan.drawn[name] = drawn[i : i + n]
             plan.added_params += len(grown) * layer.expert_params()
             i += n
         self.mask = None
