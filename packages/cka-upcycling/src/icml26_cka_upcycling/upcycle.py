@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -460,7 +461,7 @@ def _ffn_weights(
     if all(
         isinstance(getattr(ffn, a, None), nn.Linear) for a in ("gate_proj", "up_proj", "down_proj")
     ):
-        g, u, dn = ffn.gate_proj, ffn.up_proj, ffn.down_proj
+        g, u, dn = (cast(nn.Linear, getattr(ffn, a)) for a in ("gate_proj", "up_proj", "down_proj"))
         act = getattr(ffn, "act_fn", None)
         if not _is_silu(act):
             raise ValueError(
@@ -477,7 +478,7 @@ def _ffn_weights(
             )
         if (g.bias is None) != (u.bias is None):
             raise ValueError("gate_proj and up_proj must both have a bias or both have none")
-        b1 = None if g.bias is None else torch.cat([g.bias, u.bias])
+        b1 = None if g.bias is None or u.bias is None else torch.cat([g.bias, u.bias])
         return torch.cat([g.weight.T, u.weight.T], 1), dn.weight.T, b1, dn.bias, "swiglu"
     mods = list(ffn.children()) if isinstance(ffn, nn.Sequential) else []
     if (
@@ -489,7 +490,7 @@ def _ffn_weights(
         raise ValueError(
             f"{_FFN_HELP}; got {type(ffn).__name__} with children {[type(m).__name__ for m in mods]}"
         )
-    a, act, b = mods
+    a, act, b = cast(nn.Linear, mods[0]), mods[1], cast(nn.Linear, mods[2])
     if getattr(act, "approximate", "none") != "none":
         raise ValueError(
             "ffn's GELU must be the exact (erf) form, approximate='none', as in the expert MLP"
