@@ -186,6 +186,7 @@ def run(args: tuple) -> dict:
             router_init="orthogonal",
             init_std=0.5,
             generator=ug,
+            backend=cfg.get("backend", "auto"),
         )
     model.embed.requires_grad_(False)
     T = len(tasks)
@@ -199,9 +200,10 @@ def run(args: tuple) -> dict:
         model, loss_fn, cka_layers=[f"blocks.{cfg['layers'] - 1}"],
         lambda_replay=cfg["lambda_replay"], lambda_cka=cfg["lambda_cka"] if arm in ("full", "selective", "random") else 0.0,
         lambda_param=cfg["lambda_param"], tau=exponential_tau(1.0, 0.2, cfg["search"]), outer_lr=cfg["outer_lr"],
+        inner_presence=cfg.get("inner_presence", "sampled"),
     )  # fmt: skip
     rng = np.random.default_rng(seed + 1000)
-    added, plans = 0, []
+    added, plans, searches = 0, [], []
     for t in range(1, T):
         tr = tasks[t]["train"]
         if arm == "selective":  # the outer loop's D_t^val: 25% of the task's training data
@@ -218,6 +220,7 @@ def run(args: tuple) -> dict:
             for _ in range(cfg["search"]):
                 up.search_step(next(it), next(outer_it), buf.sample(cfg["batch"]), opt)
             plan = up.end_search()
+            searches.append({"p_grow": plan.p_grow, "drawn": plan.drawn})
             steps -= cfg["search"]
         elif arm in ("full", "random"):
             layers = find_moe_layers(model)
@@ -258,6 +261,7 @@ def run(args: tuple) -> dict:
         "R": R.tolist(),
         "added": added,
         "plans": plans,
+        "searches": searches,
     }
 
 

@@ -301,3 +301,48 @@ def test_bad_input():
     up = BilevelUpcycler(model, _loss)
     with pytest.raises(RuntimeError, match="before begin_task"):
         up.end_search()
+
+
+@pytest.mark.parametrize("inner_presence", ["sampled", "all"])
+def test_inner_presence_decides_which_candidates_train(inner_presence):
+    """ "sampled": a candidate drawn absent gets no inner update (its weights are its sampling
+    history); "all": every candidate trains on every inner step, whatever the draw."""
+    model = _net()
+    up = BilevelUpcycler(
+        model,
+        _loss,
+        cka_layers=["3"],
+        lambda_param=0.0,
+        outer_lr=1e-6,
+        inner_presence=inner_presence,
+    )
+    up.begin_task()
+    with torch.no_grad():  # candidate 0 is drawn absent, the others present, almost surely
+        up.mask.logits[:, 1] = 50.0
+        up.mask.logits[0, 1] = -50.0
+    before = model[1].w1.detach().clone()
+    opt = torch.optim.SGD(up.trainable(), lr=0.1)
+    up.search_step(_batch(0), _batch(100), None, opt)
+    moved = [not torch.equal(model[1].w1[p], before[p]) for p in range(3, 6)]
+    assert moved[1] and moved[2]
+    assert moved[0] == (inner_presence == "all")
+
+
+def test_inner_presence_is_checked():
+    with pytest.raises(ValueError, match="inner_presence"):
+        BilevelUpcycler(_net(), _loss, inner_presence="some")
+
+
+def test_plan_records_how_often_each_candidate_was_drawn():
+    model = _net()
+    up = BilevelUpcycler(model, _loss, lambda_param=0.0, outer_lr=1e-6)
+    n = up.begin_task()
+    with torch.no_grad():
+        up.mask.logits[:, 1] = torch.where(torch.arange(n) % 2 == 0, 50.0, -50.0)
+    opt = torch.optim.SGD(up.trainable(), lr=0.01)
+    for s in range(3):
+        up.search_step(_batch(s), _batch(100 + s), None, opt)
+    plan = up.end_search()
+    drawn = [v for lay in plan.drawn.values() for v in lay]
+    assert drawn == [1.0 if i % 2 == 0 else 0.0 for i in range(n)]
+    assert [len(v) for v in plan.drawn.values()] == [len(v) for v in plan.p_grow.values()]

@@ -140,3 +140,63 @@ def test_callback_rejects_finite_difference_and_missing_validation():
         SelectiveUpcyclingCallback(up)
     with pytest.raises(ValueError, match="Llama-style MLP"):
         replace_mlp(torch.nn.Linear(2, 2), num_experts=2, top_k=1, expert_size=2)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_replace_mlp_upcycles_a_pretrained_llm_exactly(arch):
+    """replace_mlp(upcycle=True) turns every gated MLP of a (randomly initialised, no hub) Llama
+    or Qwen2 into S SwiGLU copies of itself: the logits are unchanged to fp64 rounding, then
+    growth adds capacity without changing them either."""
+    torch.manual_seed(0)
+    kw = dict(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=16,
+    )
+    if arch == "llama":
+        cfg, cls = transformers.LlamaConfig(mlp_bias=True, **kw), transformers.LlamaForCausalLM
+    else:
+        cfg, cls = transformers.Qwen2Config(**kw), transformers.Qwen2ForCausalLM
+    model = cls(cfg).double().eval()
+    if arch == "llama":
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("mlp.gate_proj.bias") or name.endswith("mlp.down_proj.bias"):
+                    p.normal_()
+    ids = torch.randint(0, 32, (2, 10), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+    names = replace_mlp(
+        model, num_experts=4, top_k=2, upcycle=True, router_init="normal", generator=None
+    )
+    assert names == ["model.layers.0.mlp", "model.layers.1.mlp"]
+    layers = find_moe_layers(model)
+    assert all(lay.activation == "swiglu" and lay.expert_size == 24 for lay in layers.values())
+    with torch.no_grad():
+        after = model(input_ids=ids).logits
+        for lay in layers.values():
+            lay.grow([0, 3])
+        grown = model(input_ids=ids).logits
+    scale = float(before.abs().max())
+    assert float((after - before).abs().max()) <= 1e-6 * scale
+    assert float((grown - before).abs().max()) <= 1e-6 * scale
+
+
+def test_replace_mlp_upcycle_refuses_an_expert_size_it_cannot_honour():
+    cfg = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=24,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    llama = transformers.LlamaForCausalLM(cfg)
+    with pytest.raises(ValueError, match="expert_size"):
+        replace_mlp(llama, num_experts=2, top_k=1, expert_size=8, upcycle=True)
+    with pytest.raises(ValueError, match="expert_size"):
+        replace_mlp(llama, num_experts=2, top_k=1)  # random init needs a width

@@ -24,10 +24,10 @@ def _setup(N, k, E, D, M, DO, bs, seed=0):
     return idx, perm, x, g, w1, w2
 
 
-def _fwd_bwd(xp, w1, w2, perm, dy, backend):
+def _fwd_bwd(xp, w1, w2, perm, dy, backend, activation="gelu"):
     """y and the gradients of <y, dy> wrt x, W1, W2 on fresh leaf copies, for one backend."""
     a, b, c = (t.clone().requires_grad_() for t in (xp, w1, w2))
-    y = grouped_mlp(a, b, c, perm, backend=backend)
+    y = grouped_mlp(a, b, c, perm, activation=activation, backend=backend)
     (y * dy).sum().backward()
     return y.detach(), a.grad, b.grad, c.grad
 
@@ -48,6 +48,50 @@ def test_moe_pipeline_equals_per_token_expert_loop(backend):
             e = int(idx[n, j])
             expect[n] += g[n, j] * (F.gelu(x[n] @ w1[e]) @ w2[e])
     torch.testing.assert_close(y, expect, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_swiglu_experts_equal_a_per_token_llama_mlp(backend):
+    """Gated experts, W1[e] = [W_g | W_u]: y = (silu(x W_g) ⊙ x W_u) W2, written per token with
+    the gate and up halves as two separate matrices (as in LlamaMLP's gate_proj / up_proj)."""
+    N, k, E, D, M, DO = 13, 2, 4, 12, 20, 9
+    idx, perm, x, g, w1, w2 = _setup(N, k, E, D, 2 * M, DO, 16)
+    w2 = w2[:, :M]  # (E, M, DO)
+    y = unpermute(
+        grouped_mlp(
+            permute(x, perm, backend=backend), w1, w2, perm, activation="swiglu", backend=backend
+        ),
+        perm,
+        g,
+        backend=backend,
+    )
+    expect = torch.zeros(N, DO)
+    for n in range(N):
+        for j in range(k):
+            e = int(idx[n, j])
+            gate, up = x[n] @ w1[e, :, :M], x[n] @ w1[e, :, M:]
+            expect[n] += g[n, j] * ((gate * torch.sigmoid(gate) * up) @ w2[e])
+    torch.testing.assert_close(y, expect, rtol=1e-5, atol=1e-5)
+
+
+def test_swiglu_reference_gradient_against_finite_differences():
+    _, perm, x, _, w1, w2 = _setup(5, 2, 3, 4, 12, 4, 2, seed=3)
+    xp = permute(x, perm, backend="torch").double().requires_grad_()
+    fn = lambda a, b, c: grouped_mlp_ref(a, b, c, perm, activation="swiglu")
+    assert torch.autograd.gradcheck(
+        fn, (xp, w1.double().requires_grad_(), w2[:, :6].double().requires_grad_())
+    )
+
+
+def test_swiglu_bad_input_raises():
+    _, perm, x, _, w1, w2 = _setup(4, 2, 3, 4, 6, 4, 16)
+    xp = permute(x, perm, backend="torch")
+    with pytest.raises(ValueError, match="w2 must be .*swiglu"):
+        grouped_mlp(xp, w1, w2, perm, activation="swiglu", backend="torch")  # w2 has M = 6 rows
+    with pytest.raises(ValueError, match="2M"):
+        grouped_mlp(xp, w1[:, :, :5], w2[:, :2], perm, activation="swiglu", backend="torch")
+    with pytest.raises(ValueError, match="activation must be"):
+        grouped_mlp(xp, w1, w2, perm, activation="relu", backend="torch")
 
 
 @pytest.mark.parametrize(("D", "M", "DO"), [(12, 20, 12), (16, 96, 8), (70, 16, 33)])
@@ -153,18 +197,22 @@ def _cfg_id(c):
     return "R{BLOCK_R}-T{BLOCK_D}".format(**c)
 
 
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 @pytest.mark.parametrize("config", gpu_tile_configs(), ids=_cfg_id)
-def test_every_gpu_tile_configuration_matches_the_reference(config):
+def test_every_gpu_tile_configuration_matches_the_reference(config, activation):
     """Each GPU autotuning configuration, forced under the interpreter (which autotunes over a
     single 16-row config): 128-row blocks, so BLOCK_R 16/32/64 run several row tiles per block
     and 128 one; D_out = 300 > 256 gives the forward two output tiles; D, M, D_out are not
-    multiples of the column tiles (masked edges)."""
+    multiples of the column tiles (masked edges). Gated experts read W1 with a row stride of
+    2M and the up half at column offset M, which a wrong stride or offset would break."""
     N, k, E, D, M, DO, bs = 40, 2, 3, 80, 96, 300, 128
-    _, perm, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=8)
+    w1_cols = 2 * M if activation == "swiglu" else M
+    _, perm, x, _g, w1, w2 = _setup(N, k, E, D, w1_cols, DO, bs, seed=8)
+    w2 = w2[:, :M].contiguous()
     xp = permute(x, perm, backend="torch")
     dy = torch.randn(perm.num_rows, DO, generator=torch.Generator().manual_seed(9))
     with forced_tiles(config):
-        res = [_fwd_bwd(xp, w1, w2, perm, dy, be) for be in ("triton", "torch")]
+        res = [_fwd_bwd(xp, w1, w2, perm, dy, be, activation) for be in ("triton", "torch")]
     for name, p, q in zip(("y", "dx", "dw1", "dw2"), *res):
         # fp32 with IEEE dots: rounding of reductions of length <= max(D, M, D_out, rows)
         atol = 8 * torch.finfo(torch.float32).eps * q.abs().max().item() * 384**0.5
@@ -200,9 +248,10 @@ def test_row_and_expert_offsets_are_64_bit():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 @pytest.mark.parametrize("dtype", ["bfloat16"])
 @pytest.mark.parametrize("config", gpu_tile_configs(), ids=_cfg_id)
-def test_half_precision_tiles_on_the_gpu_match_the_fp32_reference(config, dtype):
+def test_half_precision_tiles_on_the_gpu_match_the_fp32_reference(config, dtype, activation):
     """The paper's dtype (bf16) on real tensor cores, every tile configuration: the interpreter's
     bf16 `tl.dot` is wrong, so only a GPU can check it. Error budget (relative to max|ref|):
     operand rounding 8 eps_dtype + fp32 accumulation 8 eps_fp32 sqrt(n)."""
@@ -210,7 +259,9 @@ def test_half_precision_tiles_on_the_gpu_match_the_fp32_reference(config, dtype)
         pytest.skip("needs CUDA")
     dt = getattr(torch, dtype)
     N, k, E, D, M, DO, bs = 600, 2, 4, 96, 160, 300, 128
-    idx, _, x, _g, w1, w2 = _setup(N, k, E, D, M, DO, bs, seed=10)
+    w1_cols = 2 * M if activation == "swiglu" else M
+    idx, _, x, _g, w1, w2 = _setup(N, k, E, D, w1_cols, DO, bs, seed=10)
+    w2 = w2[:, :M].contiguous()
     perm = make_permutation(idx.cuda(), E, bs)
     xp = permute(x.cuda(), perm, backend="torch").to(dt)
     w1, w2 = w1.cuda(), w2.cuda()
@@ -219,10 +270,10 @@ def test_half_precision_tiles_on_the_gpu_match_the_fp32_reference(config, dtype)
     a = xp.clone().requires_grad_()
     b, c = w1.clone().requires_grad_(), w2.clone().requires_grad_()
     with forced_tiles(config):
-        y = grouped_mlp(a, b, c, perm, backend="triton")
+        y = grouped_mlp(a, b, c, perm, activation=activation, backend="triton")
         (y.float() * dy).sum().backward()
     r = [t.detach().to(dt).float().requires_grad_() for t in (xp, w1, w2)]
-    y32 = grouped_mlp_ref(*r, perm)
+    y32 = grouped_mlp_ref(*r, perm, activation)
     (y32 * dy).sum().backward()
     n = max(D, M, DO, int(perm.offsets.diff().max()))
     tol = 8 * torch.finfo(dt).eps + 8 * torch.finfo(torch.float32).eps * n**0.5

@@ -31,7 +31,7 @@ from torch import nn
 from transformers import TrainerCallback
 
 from .bilevel import BilevelUpcycler, ReservoirBuffer, UpcyclePlan
-from .upcycle import UpcycledMoE
+from .upcycle import UpcycledMoE, upcycle_ffn
 
 __all__ = ["SelectiveUpcyclingCallback", "causal_lm_loss", "replace_mlp"]
 
@@ -42,11 +42,23 @@ def causal_lm_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Te
 
 
 def replace_mlp(
-    model: nn.Module, *, num_experts: int, top_k: int, expert_size: int, **config: Any
+    model: nn.Module,
+    *,
+    num_experts: int,
+    top_k: int,
+    expert_size: int | None = None,
+    upcycle: bool = False,
+    **config: Any,
 ) -> list[str]:
-    """Replace every Llama-style MLP (``gate_proj``, ``up_proj``, ``down_proj``) by a fresh
-    :class:`UpcycledMoE` (random init: a SwiGLU MLP is not a GELU expert, so this is not an
-    upcycling). Returns the replaced module names."""
+    """Replace every Llama-style MLP (``gate_proj``, ``up_proj``, ``down_proj``: LlamaMLP,
+    Qwen2MLP, MistralMLP, ...) by an :class:`UpcycledMoE`. Returns the replaced module names.
+
+    ``upcycle=True`` is sparse upcycling of the pretrained model: each MLP becomes
+    ``num_experts`` SwiGLU copies of itself (:func:`~.upcycle.upcycle_ffn`; ``config`` goes to it,
+    e.g. ``router_init``, ``noise``, ``generator``), so the model's logits are unchanged until
+    the copies train. ``upcycle=False`` builds fresh, randomly initialised GELU experts of width
+    ``expert_size`` (``config`` goes to :class:`UpcycledMoE`).
+    """
     targets = [
         (parent, cname, f"{pname}.{cname}" if pname else cname)
         for pname, parent in model.named_modules()
@@ -60,9 +72,20 @@ def replace_mlp(
         raise ValueError(
             "model has no Llama-style MLP (a module with gate_proj, up_proj and down_proj)"
         )
-    for parent, cname, _ in targets:
-        w = getattr(parent, cname).gate_proj.weight
-        moe = UpcycledMoE(w.shape[1], num_experts, top_k, expert_size, **config)
+    for parent, cname, full in targets:
+        mlp = getattr(parent, cname)
+        w = mlp.gate_proj.weight
+        if upcycle:
+            if expert_size is not None and expert_size != w.shape[0]:
+                raise ValueError(
+                    f"expert_size must be None or the MLP's intermediate size {w.shape[0]} when "
+                    f"upcycle=True (the copies are the pretrained MLP); got {expert_size} at {full}"
+                )
+            moe = upcycle_ffn(mlp, num_experts, top_k=top_k, **config)
+        else:
+            if expert_size is None:
+                raise ValueError("expert_size is required when upcycle=False (random experts)")
+            moe = UpcycledMoE(w.shape[1], num_experts, top_k, expert_size, **config)
         setattr(parent, cname, moe.to(device=w.device, dtype=w.dtype))
     return [full for _, _, full in targets]
 

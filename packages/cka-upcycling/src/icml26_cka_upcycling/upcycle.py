@@ -7,7 +7,12 @@ router, and each slot s holds c_s >= 1 physical copies mixed by a per-slot softm
     idx, g = topk_router(x, R, b, k)                     (N, k) slots, gates summing to 1
     u_p    = x · Q[:, p] + q_p                           copy logits, one per physical expert p
     π_p    = m_p e^{u_p} / Σ_{p' ∈ slot(p)} m_p' e^{u_p'}  presence-weighted softmax in the slot
-    y      = Σ_j g_j Σ_{p ∈ slot(idx_j)} π_p · gelu(x W1[p]) W2[p]
+    y      = Σ_j g_j Σ_{p ∈ slot(idx_j)} π_p · f_p(x) + b2
+    f_p(x) = gelu(x W1[p] + b1[p]) W2[p]                          GELU experts (default)
+    f_p(x) = (silu(x W_g[p] + b_g[p]) ⊙ (x W_u[p] + b_u[p])) W2[p]  SwiGLU experts (Llama, Qwen)
+
+(W1[p] = [W_g | W_u] is stored fused, (d, 2m); the hidden bias b1 is optional and enters the
+grouped kernel as one more input row, [x, 1] · [W1; b1], so the kernel needs no bias operand.)
 
 Token permutation and the grouped expert MLP come from :mod:`icml26_kernels.moe`; the (slot,
 copy) pairs of a token are flattened into k·C_max assignments (C_max = the largest c_s; padding
@@ -15,11 +20,20 @@ assignments carry gate 0).
 
 Function preservation (exact up to float rounding, checked in fp64 by the tests):
 
-* :func:`upcycle_ffn` copies a dense ``Linear -> GELU -> Linear`` into every slot (sparse
-  upcycling, Komatsuzaki et al. 2023). All experts are equal and the gates sum to 1, so any
-  router initialization preserves the function.
+* :func:`upcycle_ffn` copies a dense FFN into every slot (sparse upcycling, Komatsuzaki et al.
+  2023): ``Linear -> GELU -> Linear`` with or without biases, or a Llama-style gated MLP
+  (``gate_proj``, ``up_proj``, ``down_proj``, SiLU; e.g. ``LlamaMLP``, ``Qwen2MLP``). All experts
+  are equal and the gates sum to 1, so any router initialization preserves the function.
 * :meth:`UpcycledMoE.grow` adds a copy p' of a source copy p in the same slot, copies its copy
   logit and sets q_p, q_p' <- q_p - log 2: the two share p's old mass, e^{u-log2}·2 = e^{u}.
+* :meth:`UpcycledMoE.add_experts` is the other form of growth: new *routed* experts, i.e.
+  new router columns (sparse-upcycling / LLaMA-MoE style). New slot s' copies slot s (all its
+  copies, copy logits included) and its router column, R[:, s'] = R[:, s]; its selection bias
+  is b[s'] = b[s] − ``bias_offset``. The gates use the logits only, so s' is an exact
+  replica of s, but top-k *selection* changes wherever s' enters a token's top k (it displaces
+  another slot): the function is preserved exactly only while s' is never selected (an offset
+  larger than any logit gap), and aux-loss-free balancing (which raises the bias of an
+  under-loaded slot) then brings it in gradually.
 * The presence m_p in [0, 1] is the Gumbel mask of a provisional copy during the search;
   m_p = 0 is exactly the layer without p, so dropping an unselected copy changes nothing.
 
@@ -31,6 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -49,10 +64,15 @@ class UpcycledMoE(nn.Module):
         d_model: token width d.
         num_experts: S, number of slots (routed experts).
         top_k: k slots per token.
-        expert_size: m, hidden width of each GELU expert.
+        expert_size: m, hidden width of each expert.
         init_std: std of the random initialization (experts and router).
         block_size: rows per expert block in the permuted buffer.
-        backend: ``"auto" | "triton" | "torch"`` for the shared kernels.
+        backend: ``"auto" | "triton" | "torch"`` for the shared kernels, or ``"dense"``: every
+            copy on every token as two GEMMs, (N, d)·(d, P·m1) then (N, P·m)·(P·m, d), weighted
+            by the combine weights (zero for unrouted copies). P/(k·C) times the expert FLOPs
+            but no permutation: faster for tiny layers on a CPU (the benchmark's width 32).
+        activation: ``"gelu"`` or ``"swiglu"`` (gated experts, W1 = [W_g | W_u] of (d, 2m)).
+        hidden_bias: give every expert a bias b1 after its first projection (a biased FFN).
     """
 
     router_bias: torch.Tensor  # (S,) selection bias (aux-loss-free balancing), not in the gates
@@ -70,8 +90,16 @@ class UpcycledMoE(nn.Module):
         init_std: float = 0.02,
         block_size: int = 16,
         backend: str = "auto",
+        activation: str = "gelu",
+        hidden_bias: bool = False,
     ) -> None:
         super().__init__()
+        if backend not in ("auto", "triton", "torch", "dense"):
+            raise ValueError(
+                f"backend must be 'auto', 'triton', 'torch' or 'dense'; got {backend!r}"
+            )
+        if activation not in ("gelu", "swiglu"):
+            raise ValueError(f"activation must be 'gelu' or 'swiglu'; got {activation!r}")
         for name, v in [
             ("d_model", d_model),
             ("num_experts", num_experts),
@@ -85,10 +113,14 @@ class UpcycledMoE(nn.Module):
             raise ValueError(f"top_k must be <= num_experts={num_experts}; got {top_k}")
         S, d, m = num_experts, d_model, expert_size
         self.d_model, self.num_experts, self.top_k, self.expert_size = d, S, top_k, m
-        self.block_size, self.backend = block_size, backend
+        self.block_size, self.backend, self.activation = block_size, backend, activation
+        m1 = 2 * m if activation == "swiglu" else m  # columns of W1: [W_g | W_u] when gated
         self.router = nn.Parameter(torch.randn(d, S) * init_std)  # R: (d, S)
         self.register_buffer("router_bias", torch.zeros(S))
-        self.w1 = nn.Parameter(torch.randn(S, d, m) * init_std)  # (P, d, m)
+        self.w1 = nn.Parameter(torch.randn(S, d, m1) * init_std)  # (P, d, m1)
+        self.b1: nn.Parameter | None = (
+            nn.Parameter(torch.zeros(S, m1)) if hidden_bias else None
+        )  # (P, m1) hidden bias
         self.w2 = nn.Parameter(torch.randn(S, m, d) * init_std)  # (P, m, d)
         self.copy_router = nn.Parameter(torch.zeros(d, S))  # Q: (d, P)
         self.copy_bias = nn.Parameter(torch.zeros(S))  # q: (P,)
@@ -108,13 +140,16 @@ class UpcycledMoE(nn.Module):
         return torch.bincount(self.slot_of, minlength=self.num_experts).tolist()
 
     def expert_params(self) -> int:
-        """Parameters one copy adds: W1, W2, its copy-router column and bias."""
-        return 2 * self.d_model * self.expert_size + self.d_model + 1
+        """Parameters one copy adds: W1 (and b1), W2, its copy-router column and bias."""
+        m1 = self.w1.shape[2]
+        hidden = (self.d_model + (1 if self.b1 is not None else 0)) * m1
+        return hidden + self.expert_size * self.d_model + self.d_model + 1
 
     def extra_repr(self) -> str:
         return (
             f"d_model={self.d_model}, num_experts={self.num_experts}, top_k={self.top_k}, "
-            f"expert_size={self.expert_size}, copies={self.copies_per_slot()}"
+            f"expert_size={self.expert_size}, activation={self.activation!r}, "
+            f"hidden_bias={self.b1 is not None}, copies={self.copies_per_slot()}"
         )
 
     def _slot_table(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,9 +187,8 @@ class UpcycledMoE(nn.Module):
                 f"x must have last dimension d_model={self.d_model}; got shape {tuple(x.shape)}"
             )
         xs = x.reshape(-1, self.d_model)  # (N, d)
-        idx, gates = topk_router(
-            xs, self.router, self.router_bias, k=self.top_k, backend=self.backend
-        )
+        kb = "torch" if self.backend == "dense" else self.backend  # the shared kernels' backend
+        idx, gates = topk_router(xs, self.router, self.router_bias, k=self.top_k, backend=kb)
         table, valid = self._slot_table()  # (S, C)
         phys, ok = table[idx], valid[idx]  # (N, k, C)
         u = xs @ self.copy_router + self.copy_bias  # (N, P) copy logits
@@ -163,16 +197,50 @@ class UpcycledMoE(nn.Module):
         w = self._presence(u.dtype)[phys] * torch.exp(u - u.amax(-1, keepdim=True))  # m_p e^{u_p}
         pi = w / w.sum(-1, keepdim=True)  # (N, k, C) presence-weighted softmax in the slot
         comb = (gates.to(xs.dtype)[..., None] * pi).flatten(1)  # (N, k·C)
-        w1 = torch.where(self.frozen[:, None, None], self.w1.detach(), self.w1)
+        w1 = torch.where(self.frozen[:, None, None], self.w1.detach(), self.w1)  # (P, d, m1)
         w2 = torch.where(self.frozen[:, None, None], self.w2.detach(), self.w2)
+        xin = xs
+        if self.b1 is not None:  # [x, 1] · [W1; b1] = x W1 + b1 (padding rows stay all-zero)
+            b1 = torch.where(self.frozen[:, None], self.b1.detach(), self.b1)
+            w1 = torch.cat([w1, b1[:, None, :]], 1)  # (P, d + 1, m1)
+            xin = torch.cat([xs, xs.new_ones(xs.shape[0], 1)], 1)  # (N, d + 1)
+        if self.backend == "dense":
+            y = self._dense_experts(xin, w1, w2, phys.flatten(1), comb)
+            if self.out_bias is not None:
+                y = y + self.out_bias
+            return y.view_as(x)
         perm = make_permutation(phys.flatten(1), self.num_copies, self.block_size)
         yp = grouped_mlp(
-            permute(xs, perm, backend=self.backend), w1, w2, perm, backend=self.backend
+            permute(xin, perm, backend=self.backend),
+            w1,
+            w2,
+            perm,
+            activation=self.activation,
+            backend=self.backend,
         )
         y = unpermute(yp, perm, comb, backend=self.backend)
         if self.out_bias is not None:
             y = y + self.out_bias  # Σ g π = 1, so a shared output bias is exact
         return y.view_as(x)
+
+    def _dense_experts(
+        self,
+        xin: torch.Tensor,  # (N, d1) tokens (with the ones column when b1 is set)
+        w1: torch.Tensor,  # (P, d1, m1)
+        w2: torch.Tensor,  # (P, m, d)
+        phys: torch.Tensor,  # (N, k·C) physical copy of each assignment
+        comb: torch.Tensor,  # (N, k·C) its combine weight g_j π_p (0 for padding)
+    ) -> torch.Tensor:
+        """y = Σ_p c_{np} f_p(x_n) for all P copies at once: c (N, P) scatters the combine weights."""
+        n, (P, d1, m1), m = xin.shape[0], w1.shape, w2.shape[1]
+        c = comb.new_zeros(n, P).scatter_add(1, phys, comb)  # (N, P)
+        pre = (xin @ w1.permute(1, 0, 2).reshape(d1, P * m1)).view(n, P, m1)
+        if self.activation == "swiglu":
+            gate, up = pre.chunk(2, dim=-1)
+            h = F.silu(gate) * up  # (N, P, m)
+        else:
+            h = F.gelu(pre)
+        return (h * c[..., None]).reshape(n, P * m) @ w2.reshape(P * m, -1)  # (N, d)
 
     # ------------------------------------------------------------------ growth
     @torch.no_grad()
@@ -214,11 +282,58 @@ class UpcycledMoE(nn.Module):
             new.append(p)
         return new
 
+    @torch.no_grad()
+    def add_experts(
+        self,
+        sources: Sequence[int],
+        *,
+        bias_offset: float = 1e4,
+        noise: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> list[int]:
+        """Grow the router: one new slot per entry of ``sources``, a replica of that slot.
+
+        The new slot gets copies of all the source slot's copies (weights, hidden bias, copy
+        logits), the source's router column and the selection bias b[src] − ``bias_offset``
+        (see the module docstring: exact while the new slot is never selected; 1e4 keeps it out
+        of every top k at the start, and a smaller offset lets it compete at once). ``noise``
+        perturbs the new copies' weights (Drop-Upcycling-style). Returns the new slot indices.
+        """
+        sources = [int(s) for s in sources]
+        for s in sources:
+            if not 0 <= s < self.num_experts:
+                raise ValueError(
+                    f"sources must lie in [0, num_experts={self.num_experts}); got {s}"
+                )
+        if not (bias_offset >= 0 and math.isfinite(bias_offset)):
+            raise ValueError(f"bias_offset must be finite and >= 0; got {bias_offset}")
+        if not noise >= 0:
+            raise ValueError(f"noise must be >= 0; got {noise}")
+        new_slots = []
+        for s in sources:
+            slot = self.num_experts
+            for p in torch.nonzero(self.slot_of == s).flatten().tolist():
+                self._append_copy(p, slot, noise, generator)
+            self.router = nn.Parameter(
+                torch.cat([self.router.data, self.router.data[:, s : s + 1]], 1),
+                requires_grad=self.router.requires_grad,
+            )
+            self.router_bias = torch.cat(
+                [self.router_bias, (self.router_bias[s] - bias_offset)[None]]
+            )
+            self.num_experts += 1
+            new_slots.append(slot)
+        return new_slots
+
     def _append_copy(self, src: int, slot: int, noise: float, generator) -> None:
         def cat(t: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
             return torch.cat([t, row[None]], 0)
 
         w1, w2 = self.w1.data[src].clone(), self.w2.data[src].clone()
+        if self.b1 is not None:
+            self.b1 = nn.Parameter(
+                cat(self.b1.data, self.b1.data[src]), requires_grad=self.b1.requires_grad
+            )
         if noise > 0:
             for w in (w1, w2):
                 z = torch.randn(w.shape, generator=generator, dtype=w.dtype).to(w.device)
@@ -267,6 +382,8 @@ class UpcycledMoE(nn.Module):
             live[drop] = False
             self.w1 = nn.Parameter(self.w1.data[live], requires_grad=self.w1.requires_grad)
             self.w2 = nn.Parameter(self.w2.data[live], requires_grad=self.w2.requires_grad)
+            if self.b1 is not None:
+                self.b1 = nn.Parameter(self.b1.data[live], requires_grad=self.b1.requires_grad)
             self.copy_router = nn.Parameter(
                 self.copy_router.data[:, live], requires_grad=self.copy_router.requires_grad
             )
@@ -293,16 +410,76 @@ def moe_ref(layer: UpcycledMoE, x: torch.Tensor) -> torch.Tensor:
     same = layer.slot_of[None, :] == layer.slot_of[:, None]  # (P, P)
     e = pres * torch.exp(u - u.amax(-1, keepdim=True))  # (N, P)
     pi = e / (e @ same.to(e.dtype))  # normalize within each slot
-    outs = torch.einsum("nd,pdm->npm", xs, layer.w1)
-    outs = torch.einsum("npm,pmd->npd", F.gelu(outs), layer.w2)  # (N, P, d)
+    pre = torch.einsum("nd,pdm->npm", xs, layer.w1)  # (N, P, m1)
+    if layer.b1 is not None:
+        pre = pre + layer.b1
+    if layer.activation == "swiglu":
+        gate, up = pre.chunk(2, dim=-1)
+        hidden = F.silu(gate) * up
+    else:
+        hidden = F.gelu(pre)
+    outs = torch.einsum("npm,pmd->npd", hidden, layer.w2)  # (N, P, d)
     y = torch.einsum("np,npd->nd", g_slot[:, layer.slot_of] * pi, outs)
     if layer.out_bias is not None:
         y = y + layer.out_bias
     return y.view_as(x)
 
 
-def _ffn_weights(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """W1 (d, m), W2 (m, d), b2 of a ``Sequential(Linear(d, m, bias=False), GELU(), Linear(m, d))``."""
+_FFN_HELP = (
+    "ffn must be nn.Sequential(nn.Linear(d, m), nn.GELU(), nn.Linear(m, d)) (biases optional, "
+    "exact GELU) or a Llama-style gated MLP with gate_proj, up_proj, down_proj Linears and a SiLU "
+    "act_fn (LlamaMLP, Qwen2MLP, MistralMLP)"
+)
+
+
+def _is_silu(act: object) -> bool:
+    """True when ``act`` computes silu(u) = u σ(u): nn.SiLU, or transformers' ACT2FN["silu"]
+    (a class of its own in some versions), checked on a probe rather than by class name."""
+    if isinstance(act, nn.SiLU):
+        return True
+    if not callable(act):
+        return False
+    u = torch.linspace(-6.0, 6.0, 25, dtype=torch.float64)
+    try:
+        out = act(u)
+    except Exception:
+        return False
+    return isinstance(out, torch.Tensor) and bool(
+        torch.allclose(out, F.silu(u), rtol=1e-6, atol=1e-9)
+    )
+
+
+def _ffn_weights(
+    ffn: nn.Module,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, str]:
+    """W1 (d, m1), W2 (m, d), b1 (m1,) or None, b2 (d,) or None, and the activation of a dense FFN.
+
+    ``Sequential(Linear(d, m), GELU(), Linear(m, d))``: W1 = A.weightᵀ, activation ``"gelu"``.
+    Gated MLP (``gate_proj``, ``up_proj``, ``down_proj``; y = down(silu(gate(x)) ⊙ up(x))):
+    W1 = [gate.weightᵀ | up.weightᵀ], activation ``"swiglu"``.
+    """
+    if all(
+        isinstance(getattr(ffn, a, None), nn.Linear) for a in ("gate_proj", "up_proj", "down_proj")
+    ):
+        g, u, dn = (cast(nn.Linear, getattr(ffn, a)) for a in ("gate_proj", "up_proj", "down_proj"))
+        act = getattr(ffn, "act_fn", None)
+        if not _is_silu(act):
+            raise ValueError(
+                f"a gated MLP must use SiLU (hidden_act='silu'); got act_fn {type(act).__name__}"
+            )
+        if (
+            g.weight.shape != u.weight.shape
+            or dn.in_features != g.out_features
+            or dn.out_features != g.in_features
+        ):
+            raise ValueError(
+                f"gated MLP must map d -> m (gate, up) -> d; got gate {tuple(g.weight.shape)}, "
+                f"up {tuple(u.weight.shape)}, down {tuple(dn.weight.shape)}"
+            )
+        if (g.bias is None) != (u.bias is None):
+            raise ValueError("gate_proj and up_proj must both have a bias or both have none")
+        b1 = None if g.bias is None or u.bias is None else torch.cat([g.bias, u.bias])
+        return torch.cat([g.weight.T, u.weight.T], 1), dn.weight.T, b1, dn.bias, "swiglu"
     mods = list(ffn.children()) if isinstance(ffn, nn.Sequential) else []
     if (
         len(mods) != 3
@@ -311,14 +488,9 @@ def _ffn_weights(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
         or not isinstance(mods[2], nn.Linear)
     ):
         raise ValueError(
-            "ffn must be nn.Sequential(nn.Linear(d, m, bias=False), nn.GELU(), nn.Linear(m, d)); "
-            f"got {type(ffn).__name__} with children {[type(m).__name__ for m in mods]}"
+            f"{_FFN_HELP}; got {type(ffn).__name__} with children {[type(m).__name__ for m in mods]}"
         )
-    a, act, b = mods
-    if a.bias is not None:
-        raise ValueError(
-            "ffn's first Linear must have bias=False (the grouped expert MLP has no hidden bias)"
-        )
+    a, act, b = cast(nn.Linear, mods[0]), mods[1], cast(nn.Linear, mods[2])
     if getattr(act, "approximate", "none") != "none":
         raise ValueError(
             "ffn's GELU must be the exact (erf) form, approximate='none', as in the expert MLP"
@@ -327,7 +499,7 @@ def _ffn_weights(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
         raise ValueError(
             f"ffn must map d -> m -> d; got {a.in_features}->{a.out_features}->{b.out_features}"
         )
-    return a.weight.T, b.weight.T, b.bias
+    return a.weight.T, b.weight.T, a.bias, b.bias, "gelu"
 
 
 @torch.no_grad()
@@ -342,10 +514,13 @@ def upcycle_ffn(
     generator: torch.Generator | None = None,
     backend: str = "auto",
 ) -> UpcycledMoE:
-    """Sparse upcycling: a dense GELU FFN becomes an MoE of ``num_experts`` copies of it.
+    """Sparse upcycling: a dense FFN becomes an MoE of ``num_experts`` copies of it.
 
     Args:
-        ffn: ``nn.Sequential(nn.Linear(d, m, bias=False), nn.GELU(), nn.Linear(m, d))``.
+        ffn: ``nn.Sequential(nn.Linear(d, m), nn.GELU(), nn.Linear(m, d))`` (biases optional), or
+            a Llama-style gated MLP (``gate_proj``, ``up_proj``, ``down_proj``, SiLU ``act_fn``:
+            ``LlamaMLP``, ``Qwen2MLP``, ``MistralMLP``, with or without ``mlp_bias``), whose
+            copies are SwiGLU experts.
         num_experts: S >= 1 slots, each initialized to the FFN.
         top_k: k <= S slots per token.
         router_init: ``"zero"`` (uniform gates), ``"orthogonal"`` (orthogonal columns scaled by
@@ -360,12 +535,25 @@ def upcycle_ffn(
         )
     if not noise >= 0:
         raise ValueError(f"noise must be >= 0; got {noise}")
-    W1, W2, b2 = _ffn_weights(ffn)
-    d, m = W1.shape
-    moe = UpcycledMoE(d, num_experts, top_k, m, init_std=init_std, backend=backend)
+    W1, W2, b1, b2, activation = _ffn_weights(ffn)
+    d, m1 = W1.shape  # m1 = m, or 2m for a gated MLP
+    m = W2.shape[0]
+    moe = UpcycledMoE(
+        d,
+        num_experts,
+        top_k,
+        m,
+        init_std=init_std,
+        backend=backend,
+        activation=activation,
+        hidden_bias=b1 is not None,
+    )
     moe = moe.to(device=W1.device, dtype=W1.dtype)
-    moe.w1.copy_(W1.expand(num_experts, d, m))
+    moe.w1.copy_(W1.expand(num_experts, d, m1))
     moe.w2.copy_(W2.expand(num_experts, m, d))
+    if b1 is not None:
+        assert moe.b1 is not None
+        moe.b1.copy_(b1.expand(num_experts, m1))
     for p in range(1, num_experts if noise > 0 else 0):
         for w in (moe.w1[p], moe.w2[p]):
             z = torch.randn(w.shape, generator=generator, dtype=w.dtype).to(w.device)

@@ -30,6 +30,17 @@ fp16 operands; speed only on a GPU (``packages/latentmoe/benchmarks/bench_kernel
 ``tools/gpu_check.py``).
 
 GELU is the exact (erf) form; gelu'(u) = Φ(u) + u φ(u).
+
+Gated experts (``activation="swiglu"``, the FFN of Llama / Qwen / Mistral): W1 holds the gate
+and up projections side by side, W1[e] = [W_g | W_u] of shape (D, 2M) (as a fused
+``gate_up_proj``), and
+
+    y[r] = (silu(x W_g[e]) ⊙ (x W_u[e])) · W2[e]        silu(u) = u σ(u)
+
+The same kernels run it with a ``GATED`` constexpr: the forward keeps both (BLOCK_R, BLOCK_M)
+accumulators in registers; the hidden backward writes h = silu(g) ⊙ u and dPre = [dg | du] with
+dg = dh ⊙ u ⊙ silu'(g), du = dh ⊙ silu(g), silu'(g) = σ(g)(1 + g(1 − σ(g))), so dx = dPre W1ᵀ
+and dW1 = xᵀ dPre are the ungated kernels with a reduction length of 2M.
 """
 
 from __future__ import annotations
@@ -43,10 +54,14 @@ import torch.nn.functional as F
 from ..backend import interpreter_enabled, select_backend, triton_installed
 from .permute import Permutation
 
-__all__ = ["grouped_mlp", "grouped_mlp_ref"]
+__all__ = ["ACTIVATIONS", "grouped_mlp", "grouped_mlp_ref"]
+
+ACTIVATIONS = ("gelu", "swiglu")
 
 
-def _check(x, w1, w2, perm):
+def _check(x, w1, w2, perm, activation="gelu"):
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}; got {activation!r}")
     if not isinstance(perm, Permutation):
         raise TypeError(
             f"perm must be a Permutation from make_permutation; got {type(perm).__name__}"
@@ -57,33 +72,57 @@ def _check(x, w1, w2, perm):
     e, d = perm.num_experts, x.shape[1]
     if w1.dim() != 3 or w1.shape[0] != e or w1.shape[1] != d:
         raise ValueError(f"w1 must be (E, D, M) = ({e}, {d}, M); got {tuple(w1.shape)}")
-    if w2.dim() != 3 or w2.shape[0] != e or w2.shape[1] != w1.shape[2]:
+    if activation == "swiglu" and w1.shape[2] % 2:
         raise ValueError(
-            f"w2 must be (E, M, D_out) = ({e}, {w1.shape[2]}, D_out); got {tuple(w2.shape)}"
+            f"w1 must be (E, D, 2M) = [gate | up] for activation='swiglu'; got {tuple(w1.shape)}"
+        )
+    m = w1.shape[2] // 2 if activation == "swiglu" else w1.shape[2]
+    if w2.dim() != 3 or w2.shape[0] != e or w2.shape[1] != m:
+        raise ValueError(
+            f"w2 must be (E, M, D_out) = ({e}, {m}, D_out); got {tuple(w2.shape)}"
+            + (" (w1 is (E, D, 2M) for activation='swiglu')" if activation == "swiglu" else "")
         )
 
 
+def _act(pre: torch.Tensor, activation: str) -> torch.Tensor:
+    """Hidden activation from the first projection: gelu(pre), or silu(g) ⊙ u for pre = [g | u]."""
+    if activation == "swiglu":
+        g, u = pre.chunk(2, dim=-1)
+        return F.silu(g) * u
+    return F.gelu(pre)
+
+
 def grouped_mlp_ref(
-    x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, perm: Permutation
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    perm: Permutation,
+    activation: str = "gelu",
 ) -> torch.Tensor:
-    """Per-expert loop over the segments: y[seg_e] = gelu(x[seg_e] W1[e]) W2[e]. (P, D_out).
+    """Per-expert loop over the segments: y[seg_e] = act(x[seg_e] W1[e]) W2[e]. (P, D_out).
+
+    ``act`` is gelu, or for ``activation="swiglu"`` silu(g) ⊙ u of [g | u] = x W1[e].
 
     Under ``torch.compile`` the segment sizes (data) cannot become Python ints without a graph
     break, so the traced path is :func:`_grouped_mlp_blocks` (same result, static shapes).
     """
-    _check(x, w1, w2, perm)
+    _check(x, w1, w2, perm, activation)
     if torch.compiler.is_compiling():
-        return _grouped_mlp_blocks(x, w1, w2, perm)
+        return _grouped_mlp_blocks(x, w1, w2, perm, activation)
     sizes = (perm.offsets[1:] - perm.offsets[:-1]).tolist()  # padded segment lengths, (E,)
     sizes[-1] += perm.num_rows - sum(sizes)  # a static-capacity tail is the last expert's padding
     # split / unbind (not slicing in a loop) keep the backward linear in P and E
     segs = x.split(sizes, dim=0)
-    outs = [F.gelu(seg @ a) @ b for seg, a, b in zip(segs, w1.unbind(0), w2.unbind(0))]
+    outs = [_act(seg @ a, activation) @ b for seg, a, b in zip(segs, w1.unbind(0), w2.unbind(0))]
     return torch.cat(outs, 0)
 
 
 def _grouped_mlp_blocks(
-    x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, perm: Permutation
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    perm: Permutation,
+    activation: str = "gelu",
 ) -> torch.Tensor:
     """Static-shape form: every block of ``block_size`` rows belongs to one expert, so gather
     that expert's weights per block and run one batched matmul, y_b = gelu(x_b W1[e_b]) W2[e_b].
@@ -94,7 +133,7 @@ def _grouped_mlp_blocks(
     """
     bs, nb = perm.block_size, perm.num_rows // perm.block_size
     xb = x.view(nb, bs, x.shape[1])  # (P/bs, bs, D)
-    h = F.gelu(torch.bmm(xb, w1[perm.block_expert]))  # (P/bs, bs, M)
+    h = _act(torch.bmm(xb, w1[perm.block_expert]), activation)  # (P/bs, bs, M)
     return torch.bmm(h, w2[perm.block_expert]).view(perm.num_rows, w2.shape[2])  # (P, D_out)
 
 
@@ -145,6 +184,15 @@ if triton_installed():
         pdf = 0.3989422804014327 * tl.exp(-0.5 * u * u)
         return cdf + u * pdf
 
+    @triton.jit
+    def _silu(u):
+        return u / (1.0 + tl.exp(-u))
+
+    @triton.jit
+    def _silu_grad(u):
+        s = 1.0 / (1.0 + tl.exp(-u))
+        return s * (1.0 + u * (1.0 - s))
+
     @triton.autotune(
         configs=_configs({"BLOCK_D": (32, 64), "BLOCK_M": (32, 64)}),
         key=["D", "M", "DO", "BS"],
@@ -153,7 +201,7 @@ if triton_installed():
     @triton.jit
     def _grouped_mlp_fwd_kernel(
         X,  # (P, D) permuted tokens (bf16 / fp16 / fp32)
-        W1,  # (E, D, M) same dtype as X
+        W1,  # (E, D, W1N) same dtype as X; W1N = M, or 2M = [gate | up] when GATED
         W2,  # (E, M, DO) same dtype as X
         BlockExpert,  # (P // BS,) int64: expert of each permutation block
         Y,  # (P, DO) out, X's dtype
@@ -162,6 +210,7 @@ if triton_installed():
         DO,
         BS,  # perm.block_size (a multiple of BLOCK_R)
         PREC: tl.constexpr,  # "ieee" / "tf32" for fp32 inputs; ignored for bf16 / fp16
+        GATED: tl.constexpr,  # silu(x W_g) ⊙ (x W_u) instead of gelu(x W1)
         BLOCK_O: tl.constexpr,  # >= DO up to 256: every output column in one tile
         BLOCK_R: tl.constexpr,
         BLOCK_D: tl.constexpr,
@@ -174,22 +223,35 @@ if triton_installed():
         o_ok = ocols < DO
         e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
         rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # 64-bit: rows·D passes 2^31
+        W1N = 2 * M if GATED else M
         acc = tl.zeros((BLOCK_R, BLOCK_O), tl.float32)
         for m0 in range(0, M, BLOCK_M):
             mcols = m0 + tl.arange(0, BLOCK_M)
             m_ok = mcols < M
-            pre = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)  # fp32 accumulation
+            pre = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)  # fp32 accumulation (gate when GATED)
+            pre_u = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)  # up projection (GATED only)
             for d0 in range(0, D, BLOCK_D):
                 dcols = d0 + tl.arange(0, BLOCK_D)
                 d_ok = dcols < D
                 x = tl.load(X + rows[:, None] * D + dcols[None, :], mask=d_ok[None, :], other=0.0)
                 w1 = tl.load(
-                    W1 + e * D * M + dcols[:, None] * M + mcols[None, :],
+                    W1 + e * D * W1N + dcols[:, None] * W1N + mcols[None, :],
                     mask=d_ok[:, None] & m_ok[None, :],
                     other=0.0,
                 )
                 pre = tl.dot(x, w1, pre, input_precision=PREC)
-            h = _gelu(pre).to(X.dtype.element_ty)  # bf16 operand for the second tensor-core dot
+                if GATED:
+                    w1u = tl.load(
+                        W1 + e * D * W1N + dcols[:, None] * W1N + (M + mcols)[None, :],
+                        mask=d_ok[:, None] & m_ok[None, :],
+                        other=0.0,
+                    )
+                    pre_u = tl.dot(x, w1u, pre_u, input_precision=PREC)
+            if GATED:
+                hf = _silu(pre) * pre_u
+            else:
+                hf = _gelu(pre)
+            h = hf.to(X.dtype.element_ty)  # bf16 operand for the second tensor-core dot
             w2 = tl.load(
                 W2 + e * M * DO + mcols[:, None] * DO + ocols[None, :],
                 mask=m_ok[:, None] & o_ok[None, :],
@@ -208,17 +270,18 @@ if triton_installed():
     @triton.jit
     def _grouped_mlp_bwd_hidden_kernel(
         X,  # (P, D)
-        W1,  # (E, D, M)
+        W1,  # (E, D, W1N), W1N = M, or 2M = [gate | up] when GATED
         W2,  # (E, M, DO)
         BlockExpert,  # (P // BS,) int64
         DY,  # (P, DO)
-        H,  # (P, M) out: gelu(x W1), X's dtype (the dW2 operand)
-        DPre,  # (P, M) out: (dy W2ᵀ) ⊙ gelu'(x W1), X's dtype (the dx, dW1 operand)
+        H,  # (P, M) out: act(x W1), X's dtype (the dW2 operand)
+        DPre,  # (P, W1N) out: d(loss)/d(x W1), X's dtype (the dx, dW1 operand)
         D,
         M,
         DO,
         BS,
         PREC: tl.constexpr,
+        GATED: tl.constexpr,
         BLOCK_R: tl.constexpr,
         BLOCK_D: tl.constexpr,
         BLOCK_M: tl.constexpr,
@@ -230,17 +293,26 @@ if triton_installed():
         m_ok = mcols < M
         e = tl.load(BlockExpert + (pid_r * BLOCK_R) // BS)
         rows = (pid_r * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)  # 64-bit: rows·D passes 2^31
+        W1N = 2 * M if GATED else M
         pre = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)
+        pre_u = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)
         for d0 in range(0, D, BLOCK_D):
             dcols = d0 + tl.arange(0, BLOCK_D)
             d_ok = dcols < D
             x = tl.load(X + rows[:, None] * D + dcols[None, :], mask=d_ok[None, :], other=0.0)
             w1 = tl.load(
-                W1 + e * D * M + dcols[:, None] * M + mcols[None, :],
+                W1 + e * D * W1N + dcols[:, None] * W1N + mcols[None, :],
                 mask=d_ok[:, None] & m_ok[None, :],
                 other=0.0,
             )
             pre = tl.dot(x, w1, pre, input_precision=PREC)
+            if GATED:
+                w1u = tl.load(
+                    W1 + e * D * W1N + dcols[:, None] * W1N + (M + mcols)[None, :],
+                    mask=d_ok[:, None] & m_ok[None, :],
+                    other=0.0,
+                )
+                pre_u = tl.dot(x, w1u, pre_u, input_precision=PREC)
         dh = tl.zeros((BLOCK_R, BLOCK_M), tl.float32)
         for o0 in range(0, DO, BLOCK_O):
             ocols = o0 + tl.arange(0, BLOCK_O)
@@ -253,8 +325,17 @@ if triton_installed():
             )
             dh = tl.dot(dy, w2t, dh, input_precision=PREC)
         out = rows[:, None] * M + mcols[None, :]
-        tl.store(H + out, _gelu(pre).to(H.dtype.element_ty), mask=m_ok[None, :])
-        tl.store(DPre + out, (dh * _gelu_grad(pre)).to(DPre.dtype.element_ty), mask=m_ok[None, :])
+        dout = rows[:, None] * W1N + mcols[None, :]
+        if GATED:
+            tl.store(H + out, (_silu(pre) * pre_u).to(H.dtype.element_ty), mask=m_ok[None, :])
+            dg = dh * pre_u * _silu_grad(pre)  # d/dg of silu(g) u
+            du = dh * _silu(pre)  # d/du
+            tl.store(DPre + dout, dg.to(DPre.dtype.element_ty), mask=m_ok[None, :])
+            tl.store(DPre + dout + M, du.to(DPre.dtype.element_ty), mask=m_ok[None, :])
+        else:
+            tl.store(H + out, _gelu(pre).to(H.dtype.element_ty), mask=m_ok[None, :])
+            dpre = dh * _gelu_grad(pre)
+            tl.store(DPre + dout, dpre.to(DPre.dtype.element_ty), mask=m_ok[None, :])
 
     @triton.autotune(
         configs=_configs({"BLOCK_N": (32, 64), "BLOCK_K": (32, 64)}),
@@ -416,8 +497,9 @@ class _GroupedMLP(torch.autograd.Function):
     with bf16 activations, as the official code does); fp32 accumulation; y in x's dtype."""
 
     @staticmethod
-    def forward(ctx, x, w1, w2, perm):
+    def forward(ctx, x, w1, w2, perm, activation="gelu"):
         _check_block(perm)
+        gated = activation == "swiglu"
         dt = x.dtype
         xc, w1c, w2c = x.contiguous(), w1.to(dt).contiguous(), w2.to(dt).contiguous()
         p, d = xc.shape
@@ -428,10 +510,21 @@ class _GroupedMLP(torch.autograd.Function):
         if p:
             grid = lambda meta: (p // meta["BLOCK_R"], triton.cdiv(do, block_o))
             _grouped_mlp_fwd_kernel[grid](
-                xc, w1c, w2c, perm.block_expert, y, d, m, do, bs, PREC=prec, BLOCK_O=block_o
+                xc,
+                w1c,
+                w2c,
+                perm.block_expert,
+                y,
+                d,
+                m,
+                do,
+                bs,
+                PREC=prec,
+                GATED=gated,
+                BLOCK_O=block_o,
             )
         ctx.save_for_backward(xc, w1c, w2c)
-        ctx.perm, ctx.wdtypes = perm, (w1.dtype, w2.dtype)
+        ctx.perm, ctx.wdtypes, ctx.gated = perm, (w1.dtype, w2.dtype), gated
         return y
 
     @staticmethod
@@ -441,23 +534,24 @@ class _GroupedMLP(torch.autograd.Function):
         dt = xc.dtype
         p, d = xc.shape
         e, m, do = w2c.shape
+        w1n = w1c.shape[2]  # M, or 2M for gated experts
         bs, prec = perm.block_size, _precision(dt)
         dyc = dy.to(dt).contiguous()
-        h = torch.empty((p, m), dtype=dt, device=xc.device)  # gelu(x W1)
-        dpre = torch.empty((p, m), dtype=dt, device=xc.device)  # (dy W2ᵀ) ⊙ gelu'(x W1)
+        h = torch.empty((p, m), dtype=dt, device=xc.device)  # act(x W1)
+        dpre = torch.empty((p, w1n), dtype=dt, device=xc.device)  # d/d(x W1)
         dx = torch.empty_like(xc)
-        dw1 = torch.empty((e, d, m), dtype=torch.float32, device=xc.device)
+        dw1 = torch.empty((e, d, w1n), dtype=torch.float32, device=xc.device)
         dw2 = torch.empty((e, m, do), dtype=torch.float32, device=xc.device)
         if p:
             be = perm.block_expert
             grid_h = lambda meta: (p // meta["BLOCK_R"], triton.cdiv(m, meta["BLOCK_M"]))
             _grouped_mlp_bwd_hidden_kernel[grid_h](
-                xc, w1c, w2c, be, dyc, h, dpre, d, m, do, bs, PREC=prec
+                xc, w1c, w2c, be, dyc, h, dpre, d, m, do, bs, PREC=prec, GATED=ctx.gated
             )
             grid_x = lambda meta: (p // meta["BLOCK_R"], triton.cdiv(d, meta["BLOCK_N"]))
-            # dx = dpre · W1[e]ᵀ: W1 (E, D, M) is B with NO = D, K = M
-            _rows_matmul_kernel[grid_x](dpre, w1c, be, dx, m, d, bs, PREC=prec)
-            for a, b, out, k1, k2 in ((xc, dpre, dw1, d, m), (h, dyc, dw2, m, do)):
+            # dx = dpre · W1[e]ᵀ: W1 (E, D, W1N) is B with NO = D, K = W1N
+            _rows_matmul_kernel[grid_x](dpre, w1c, be, dx, w1n, d, bs, PREC=prec)
+            for a, b, out, k1, k2 in ((xc, dpre, dw1, d, w1n), (h, dyc, dw2, m, do)):
                 grid_w = lambda meta, k1=k1, k2=k2: (
                     e,
                     triton.cdiv(k1, meta["BLOCK_1"]),
@@ -469,7 +563,7 @@ class _GroupedMLP(torch.autograd.Function):
             dw1.zero_()
             dw2.zero_()
         t1, t2 = ctx.wdtypes
-        return dx, dw1.to(t1), dw2.to(t2), None
+        return dx, dw1.to(t1), dw2.to(t2), None, None
 
 
 def grouped_mlp(
@@ -478,20 +572,24 @@ def grouped_mlp(
     w2: torch.Tensor,
     perm: Permutation,
     *,
+    activation: str = "gelu",
     backend: str = "auto",
 ) -> torch.Tensor:
-    """Run each block of the permuted tokens through its expert's GELU MLP.
+    """Run each block of the permuted tokens through its expert's MLP (GELU or SwiGLU).
 
     Args:
         x: (P, D) tokens laid out by :func:`icml26_kernels.moe.permute`.
-        w1: (E, D, M) and w2: (E, M, D_out) expert weights (no biases).
+        w1: (E, D, M) and w2: (E, M, D_out) expert weights (no biases); for
+            ``activation="swiglu"`` w1 is (E, D, 2M) = [gate | up] and
+            y = (silu(x W1[:, :, :M]) ⊙ (x W1[:, :, M:])) W2.
         perm: the :class:`Permutation` that produced ``x``.
+        activation: ``"gelu"`` (exact erf form) or ``"swiglu"``.
         backend: ``"auto"``, ``"triton"`` or ``"torch"`` (see :func:`icml26_kernels.select_backend`).
 
     Returns:
         (P, D_out); padding rows (zero inputs) give zero outputs.
     """
-    _check(x, w1, w2, perm)
+    _check(x, w1, w2, perm, activation)
     if select_backend(x.device, prefer=backend).backend == "torch":
-        return grouped_mlp_ref(x, w1, w2, perm)
-    return _GroupedMLP.apply(x, w1, w2, perm)
+        return grouped_mlp_ref(x, w1, w2, perm, activation)
+    return _GroupedMLP.apply(x, w1, w2, perm, activation)
