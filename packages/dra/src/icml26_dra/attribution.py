@@ -102,6 +102,9 @@ class DRA(_Attributor):
             an int (the top-k dims by target discriminability on all targets).
         ks: candidate k values for ``"auto"`` (default 4, 8, 16, ..., d).
         agg: ``"mean"`` or ``"max"`` over targets.
+        min_targets, margin: the fallback of ``k="auto"`` to all dimensions (fewer targets than
+            ``min_targets``, or no k beating k = d by ``margin``; see
+            ``select_dims_leave_target_out``).
 
     After ``fit``: ``denoiser_``, ``dims_`` (kept dims), ``selection_`` (``DimSelection`` when
     k="auto"), ``scores_``.
@@ -117,6 +120,8 @@ class DRA(_Attributor):
         k: int | str = "auto",
         ks: Sequence[int] | None = None,
         agg: str = "mean",
+        min_targets: int = 20,
+        margin: float = 0.02,
     ) -> None:
         if representation not in ("hidden", "gradient"):
             raise ValueError(
@@ -129,6 +134,7 @@ class DRA(_Attributor):
         self.k = k
         self.ks = ks
         self.agg = _check_agg(agg)
+        self.min_targets, self.margin = min_targets, margin
         self.dims_: np.ndarray | None = None
         self.selection_: DimSelection | None = None
 
@@ -139,7 +145,9 @@ class DRA(_Attributor):
         d = h.shape[1]
         self.selection_ = None
         if self.k == "auto":
-            self.selection_ = select_dims_leave_target_out(z, zt, self.ks, agg=self.agg)
+            self.selection_ = select_dims_leave_target_out(
+                z, zt, self.ks, agg=self.agg, min_targets=self.min_targets, margin=self.margin
+            )
             self.dims_ = self.selection_.dims
         elif self.k == "all":
             self.dims_ = np.arange(d)
