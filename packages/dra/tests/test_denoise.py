@@ -162,7 +162,7 @@ def test_degenerate_pools_are_refused():
 
 def test_auto_k_falls_back_to_all_dims_with_few_targets(toy):
     """M = 10 < min_targets: k = d even where the held-out percentile prefers a small k."""
-    h, t, _, sig = toy(seed=1, m=10, signal=1.0)
+    h, t, _, _ = toy(seed=1, m=10, signal=1.0)
     dra = DRA().fit(h, t)
     sel = dra.selection_
     assert sel is not None and sel.fallback == "few_targets"

@@ -138,10 +138,24 @@ class DRA(_Attributor):
         self.dims_: np.ndarray | None = None
         self.selection_: DimSelection | None = None
 
-    def fit(self, train_reps: object, target_reps: object) -> DRA:
+    def fit(
+        self, train_reps: object, target_reps: object, *, benign_reference: object = None
+    ) -> DRA:
+        """``benign_reference``: (R, d) representations of known-benign samples; when given, the
+        denoiser's mean and whitening come from it instead of the training pool (which is
+        unsafe-contaminated, badly so when unsafe data are not rare)."""
         h, t = check_representations(train_reps, target_reps)
         assert t is not None
-        z, zt = self.denoiser_.fit(h).transform(h), self.denoiser_.transform(t)
+        if benign_reference is None:
+            self.denoiser_.fit(h)
+        else:
+            ref, _ = check_representations(benign_reference, train_name="benign_reference")
+            if ref.shape[1] != h.shape[1]:
+                raise ValueError(
+                    f"benign_reference has dimension {ref.shape[1]} but train_reps has {h.shape[1]}"
+                )
+            self.denoiser_.fit(ref)
+        z, zt = self.denoiser_.transform(h), self.denoiser_.transform(t)
         d = h.shape[1]
         self.selection_ = None
         if self.k == "auto":
