@@ -97,7 +97,11 @@ class DRA(_Attributor):
     Args:
         representation: ``"hidden"`` or ``"gradient"``: which space the representations come
             from (``DRAFilter`` extracts it; the scoring maths is the same for both).
-        center, whiten, shrinkage: the ``Denoiser`` (step 1).
+        center, whiten, shrinkage: the ``Denoiser`` (step 1). ``whiten=None`` (default) is
+            ``"shrinkage"`` (full whitening, a = 0.1) for hidden states: the pre-registered
+            benchmark (12 paired seeds) found it +0.47 AUPRC over RepSim and +0.45 over
+            ``"diag"``; ``"diag"`` for gradients, where full whitening was not measured (and a
+            d x d eigendecomposition of an 8192-dim projection is costly).
         k: ``"auto"`` (leave-target-out selection over ``ks``), ``"all"`` (no selection), or
             an int (the top-k dims by target discriminability on all targets).
         ks: candidate k values for ``"auto"`` (default 4, 8, 16, ..., d).
@@ -115,7 +119,7 @@ class DRA(_Attributor):
         representation: str = "hidden",
         *,
         center: bool = True,
-        whiten: str = "diag",
+        whiten: str | None = None,
         shrinkage: float = 0.1,
         k: int | str = "auto",
         ks: Sequence[int] | None = None,
@@ -130,6 +134,8 @@ class DRA(_Attributor):
         if not (k in ("auto", "all") or (isinstance(k, (int, np.integer)) and k >= 1)):
             raise ValueError(f"k must be 'auto', 'all' or a positive int; got {k!r}")
         self.representation = representation
+        if whiten is None:  # the benchmark's evidence (issue 45) is for hidden states only
+            whiten = "shrinkage" if representation == "hidden" else "diag"
         self.denoiser_ = Denoiser(center=center, whiten=whiten, shrinkage=shrinkage)
         self.k = k
         self.ks = ks
