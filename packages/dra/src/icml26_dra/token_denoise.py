@@ -45,7 +45,7 @@ def check_token_states(samples: object, name: str) -> list[np.ndarray]:
         )
     if not isinstance(samples, (Sequence, np.ndarray)) or len(samples) == 0:
         raise ValueError(f"{name} must be a non-empty sequence of (T_i, D) arrays")
-    out = []
+    out: list[np.ndarray] = []
     for i, s in enumerate(samples):
         a = np.asarray(s, dtype=np.float64)
         if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
