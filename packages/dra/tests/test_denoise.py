@@ -197,7 +197,7 @@ def test_auto_k_falls_back_when_no_k_beats_all_dims_by_the_margin(toy):
 
 
 def test_default_whitening_follows_the_benchmark_evidence():
-    """Hidden states: shrinkage full whitening (a = 0.1) by default; gradients: diag."""
+    """Hidden states: shrinkage full whitening (a = 0.1) by default when N > d; else diag."""
     h, t = _data(n=80, d=6)
     hid = DRA().fit(h, t)
     x = h - h.mean(0)
@@ -208,3 +208,11 @@ def test_default_whitening_follows_the_benchmark_evidence():
     np.testing.assert_allclose(w @ s @ w, np.eye(6), atol=1e-9)
     grad = DRA("gradient").fit(h, t)
     np.testing.assert_allclose(grad.denoiser_.scale_, h.std(0), rtol=1e-12)
+    small = DRA().fit(h[:6], t)  # N = 6 <= d = 6: full whitening would be rank-deficient
+    assert small.denoiser_.whiten == "diag" and small.denoiser_.whitener_ is None
+
+
+def test_full_whitening_warns_when_the_pool_is_smaller_than_the_dimension():
+    h, t = _data(n=10, d=16)
+    with pytest.warns(UserWarning, match="N=10 <= d=16"):
+        DRA(whiten="shrinkage", k="all").fit(h, t)

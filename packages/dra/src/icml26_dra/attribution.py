@@ -100,8 +100,9 @@ class DRA(_Attributor):
         center, whiten, shrinkage: the ``Denoiser`` (step 1). ``whiten=None`` (default) is
             ``"shrinkage"`` (full whitening, a = 0.1) for hidden states: the pre-registered
             benchmark (12 paired seeds) found it +0.47 AUPRC over RepSim and +0.45 over
-            ``"diag"``; ``"diag"`` for gradients, where full whitening was not measured (and a
-            d x d eigendecomposition of an 8192-dim projection is costly).
+            ``"diag"``; ``"diag"`` for gradients (full whitening of 2048-dim projected
+            gradients with N = 1000 collapsed: AUPRC 0.37 vs GradSim 0.91, 3 seeds) and
+            whenever N <= d (a rank-deficient covariance). ``denoiser_.whiten`` says which.
         k: ``"auto"`` (leave-target-out selection over ``ks``), ``"all"`` (no selection), or
             an int (the top-k dims by target discriminability on all targets).
         ks: candidate k values for ``"auto"`` (default 4, 8, 16, ..., d).
@@ -134,9 +135,8 @@ class DRA(_Attributor):
         if not (k in ("auto", "all") or (isinstance(k, (int, np.integer)) and k >= 1)):
             raise ValueError(f"k must be 'auto', 'all' or a positive int; got {k!r}")
         self.representation = representation
-        if whiten is None:  # the benchmark's evidence (issue 45) is for hidden states only
-            whiten = "shrinkage" if representation == "hidden" else "diag"
-        self.denoiser_ = Denoiser(center=center, whiten=whiten, shrinkage=shrinkage)
+        self.whiten = whiten  # None: resolved in fit (it depends on N and d)
+        self.denoiser_ = Denoiser(center=center, whiten=whiten or "diag", shrinkage=shrinkage)
         self.k = k
         self.ks = ks
         self.agg = _check_agg(agg)
@@ -152,6 +152,10 @@ class DRA(_Attributor):
         unsafe-contaminated, badly so when unsafe data are not rare)."""
         h, t = check_representations(train_reps, target_reps)
         assert t is not None
+        if self.whiten is None:  # the benchmark's evidence (issue 45) is for hidden states only
+            n_fit = h.shape[0] if benign_reference is None else np.shape(benign_reference)[0]
+            full = self.representation == "hidden" and n_fit > h.shape[1]
+            self.denoiser_.whiten = "shrinkage" if full else "diag"
         if benign_reference is None:
             self.denoiser_.fit(h)
         else:

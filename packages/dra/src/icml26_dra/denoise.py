@@ -17,6 +17,7 @@ Notation: training pool H in R^{N x d}, targets T in R^{M x d}; mu = mean(H), si
 from __future__ import annotations
 
 from collections.abc import Sequence
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -128,6 +129,14 @@ class Denoiser:
                 raise ValueError(
                     f"full whitening (shrinkage=0) needs more samples than dimensions; got N={n}, "
                     f"d={d}: use shrinkage > 0"
+                )
+            if n <= d:
+                warnings.warn(
+                    f"full (shrinkage) whitening with N={n} <= d={d}: the pool covariance is "
+                    "rank-deficient and its null directions are scaled up to the shrinkage "
+                    "floor (gradient DRA at d=2048, N=1000 collapsed in the benchmark); "
+                    "prefer whiten='diag' or a smaller projection",
+                    stacklevel=3,
                 )
             cov = xs.T @ xs / n  # (d, d), the covariance of x / c
             a = self.shrinkage
