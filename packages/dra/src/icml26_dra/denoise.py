@@ -16,8 +16,8 @@ Notation: training pool H in R^{N x d}, targets T in R^{M x d}; mu = mean(H), si
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
