@@ -152,19 +152,18 @@ class DRA(_Attributor):
         unsafe-contaminated, badly so when unsafe data are not rare)."""
         h, t = check_representations(train_reps, target_reps)
         assert t is not None
-        if self.whiten is None:  # the benchmark's evidence (issue 45) is for hidden states only
-            n_fit = h.shape[0] if benign_reference is None else np.shape(benign_reference)[0]
-            full = self.representation == "hidden" and n_fit > h.shape[1]
-            self.denoiser_.whiten = "shrinkage" if full else "diag"
-        if benign_reference is None:
-            self.denoiser_.fit(h)
-        else:
-            ref, _ = check_representations(benign_reference, train_name="benign_reference")
-            if ref.shape[1] != h.shape[1]:
+        fit_on = h
+        if benign_reference is not None:
+            fit_on, _ = check_representations(benign_reference, train_name="benign_reference")
+            if fit_on.shape[1] != h.shape[1]:
                 raise ValueError(
-                    f"benign_reference has dimension {ref.shape[1]} but train_reps has {h.shape[1]}"
+                    f"benign_reference has dimension {fit_on.shape[1]} but train_reps has "
+                    f"{h.shape[1]}"
                 )
-            self.denoiser_.fit(ref)
+        if self.whiten is None:  # the benchmark's evidence (issue 45) is for hidden states only
+            full = self.representation == "hidden" and fit_on.shape[0] > h.shape[1]
+            self.denoiser_.whiten = "shrinkage" if full else "diag"
+        self.denoiser_.fit(fit_on)
         z, zt = self.denoiser_.transform(h), self.denoiser_.transform(t)
         d = h.shape[1]
         self.selection_ = None
