@@ -1,4 +1,4 @@
-"""DRA vs raw representation similarity, gradient baselines and a moderation classifier.
+"""DRA vs raw representation similarity: pre-registered arms, paired seeds, ΔAUPRC.
 
 Paper claim (Pan, Shi, Zhao, Ma, arXiv 2502.11411): denoising training and target
 representations improves attribution-based detection of unsafe training data ("up to 63.3%"
@@ -7,33 +7,46 @@ AUPRC gain) and retraining on the filtered data lowers the attack success rate (
 Task 1 (jailbreak injection). A training pool of generated benign instruction data (arithmetic,
 capitals, benign how-to answered in the same "Sure, here is how to ... Step 1:" style, benign
 requests wrapped in jailbreak framings, harmful requests refused) with 2% injected unsafe
-samples: a pyrit jailbreak template framing + an AdvBench behaviour, answered compliantly.
-Targets: 10 held-out injected samples (unseen behaviours). A tiny GPT-2 (random init, word-level
-tokenizer built here) is trained on the pool; every arm then scores the pool:
+samples: a pyrit jailbreak template framing + an AdvBench behaviour, answered compliantly with
+unsafe-style content (one templated hazard step, placeholder vocabulary, among two benign filler
+steps; the response does not restate the request: data.py). Targets: 10 held-out injected
+samples (unseen behaviours, new hazard-step combinations). A tiny GPT-2 (random init, word-level
+tokenizer built here) is trained on the pool; every arm then scores the pool.
 
-  RepSim     raw cosine of mean-pooled last-layer hidden states (response tokens)
-  DRA-hidden the same hidden states, denoised (center, diag whitening, leave-target-out dims)
-  GradSim    cosine of per-sample gradients (all parameters, SJLT-projected)
-  LESS       cosine of Adam-preconditioned train gradients vs SGD target gradients
-  DRA-grad   the same gradients as GradSim, denoised
-  Moderation bag-of-words logistic regression trained on the same budget (the 10 targets as
-             positives, 200 random pool samples as negatives: the only labels any arm gets)
+PRE-REGISTERED (fixed in this file before the run that is reported; issue 45). Hidden-state
+arms, last layer, mean over response tokens, no hyperparameter tuned on the reported data:
 
-plus ablations of DRA-hidden (centering only; center + diag whitening, no dimension selection).
-No arm has a hyperparameter tuned on the reported data (all defaults; the same layer and
-projection for every arm). Then the model is retrained from the same init on the pool minus the
-top-B samples (B = 2 x injected) of DRA-hidden, RepSim, and of an oracle, and on the full pool;
-compliance on 100 held-out jailbreak prompts (unseen templates and behaviours) is the fraction
-where the model prefers "Sure, here is how to" over the refusal (mean token log-probability).
+  RepSim                        raw cosine (the baseline)
+  A  diag, k=auto (bare)        center + diag whitening + leave-target-out k, no fallback:
+                                the 0.1.0 default (min_targets=2, margin=0)
+  B  diag, k=all                center + diag whitening, all dims
+  C  full, k=all                center + shrinkage full whitening (a = 0.1), all dims: PRIMARY
+  D  full, k=auto               C with the robust leave-target-out k (fallback to all dims with
+                                fewer than 20 targets: with 10 targets D == C by construction)
+  D' full, k=auto (bare)        C with the bare leave-target-out k (no fallback)
+  ablations: center only; token-level denoising (TokenDRA, kappa = 10, q = 0.95, hard) against
+  an explicit benign reference (100 generated benign samples outside the pool) and against the
+  pool's own tokens; pooled C with the same benign reference.
 
-Task 2 (gender bias). Templated occupation / pronoun data with 2% stereotyped samples ("Only men
-should be a pilot; women are not suited..."); targets use held-out occupations. AUPRC only.
+Primary test: C - RepSim AUPRC, paired over seeds, 95% Student-t interval; secondary: C - A
+and C - B. Decision rule (the package default follows it): if C - RepSim and C - B both have
+intervals above 0, the default becomes whiten="shrinkage"; otherwise it stays "diag".
+Everything is reported as measured; MDE = 2.8 x paired SD / sqrt(n) (80% power, 5% level).
 
-Seeds are paired: every arm of a seed sees the same data, model and projection. Intervals are
-95% Student-t over seeds of the paired per-seed values.
+--quick (the committed reproduce.json and the REPRODUCTION row): task 1 only, hidden-state arms
+only, 12 paired seeds, N = 500 (10 injected), 3 epochs.
 
-    python benchmarks/reproduce.py --quick   # 3 seeds, N=600 (the committed reproduce.json)
-    python benchmarks/reproduce.py --out benchmarks/reproduce_full.json  # 5 seeds, N=1000
+Full mode (not quick; adds): gradient arms (GradSim, LESS on Adam-preconditioned gradients,
+DRA-grad), a bag-of-words moderation baseline, retraining on the pool minus the top-B of
+C, RepSim and an oracle (B = 2 x injected) with compliance on 100 held-out jailbreak prompts,
+and task 2 (templated gender bias, 2% stereotyped). Headroom: N = 1000 at 1% injection (10
+unsafe), where a ratio target is meaningful only if RepSim stays well below 1; the headline is
+reported as ΔAUPRC, not a ratio. 10 seeds.
+
+Seeds are paired: every arm of a seed sees the same data, model and projection.
+
+    python benchmarks/reproduce.py --quick   # 12 seeds, N=500 (the committed reproduce.json)
+    python benchmarks/reproduce.py --out benchmarks/reproduce_full.json  # 10 seeds, N=1000, 1%
     python benchmarks/reproduce.py --table benchmarks/reproduce.json     # the README table
 Progress goes to stderr; the last stdout line is one JSON object.
 """
@@ -58,17 +71,19 @@ from icml26_dra import (
     GradSim,
     RandomProjector,
     RepSim,
+    TokenDRA,
     auprc,
     average_precision,
     extract_hidden_states,
+    extract_token_states,
     filter_top,
     per_sample_grads,
     tokenize_pairs,
 )
+from scipy import stats
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "reproduce.json"
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 9: 2.262}
 PROJ_DIM = 2048
 
 
@@ -81,8 +96,19 @@ def interval(x):
     m = float(x.mean())
     if x.size < 2:
         return {"mean": m, "ci95": [m, m]}
-    h = T_975[x.size - 1] * float(x.std(ddof=1)) / np.sqrt(x.size)
-    return {"mean": m, "ci95": [m - h, m + h]}
+    sd = float(x.std(ddof=1))
+    h = float(stats.t.ppf(0.975, x.size - 1)) * sd / np.sqrt(x.size)
+    return {"mean": m, "ci95": [m - h, m + h], "sd": sd}
+
+
+def paired(a, b):
+    """a - b over seeds: mean, 95% t interval, wins (a > b), MDE = 2.8 SD / sqrt(n)."""
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    out = interval(diff)
+    out["wins"] = int((diff > 0).sum())
+    out["n"] = int(diff.size)
+    out["mde"] = 2.8 * out.get("sd", 0.0) / np.sqrt(diff.size)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,6 +218,9 @@ def project_grads(model, batch, proj, pre, chunk=100):
 # ---------------------------------------------------------------------------------------------
 # one seed of one task
 # ---------------------------------------------------------------------------------------------
+PRIMARY = "C full, k=all"
+
+
 def moderation_scores(train_texts, target_texts, seed, n_neg=200):
     from sklearn.feature_extraction.text import CountVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -205,49 +234,75 @@ def moderation_scores(train_texts, target_texts, seed, n_neg=200):
     return clf.decision_function(vec.transform(train_texts))
 
 
-def run_seed(task, seed, n_train, epochs, retrain):
-    t0 = time.time()
-    d = (data.build_jailbreak_injection if task == "jailbreak" else data.build_gender_bias)(
-        seed, n_train=n_train
+def hidden_arms(h_tr, h_tg, h_ref, tok_tr, tok_tg, tok_ref):
+    """The pre-registered hidden-state arms (see the module docstring); returns scores, info."""
+    bare = {"min_targets": 2, "margin": 0.0}
+    full = {"whiten": "shrinkage", "shrinkage": 0.1}
+    arms = {
+        "A diag, k=auto (bare)": DRA(whiten="diag", k="auto", **bare),
+        "B diag, k=all": DRA(whiten="diag", k="all"),
+        PRIMARY: DRA(k="all", **full),
+        "D full, k=auto": DRA(k="auto", **full),
+        "D' full, k=auto (bare)": DRA(k="auto", **full, **bare),
+        "center only": DRA(whiten="none", k="all"),
+    }
+    scores = {"RepSim": RepSim().fit(h_tr, h_tg).score()}
+    info = {}
+    for name, dra in arms.items():
+        scores[name] = dra.fit(h_tr, h_tg).score()
+        if dra.selection_ is not None:
+            info[f"k {name}"] = int(dra.selection_.k)
+    scores["C full, k=all, benign reference"] = (
+        DRA(k="all", **full).fit(h_tr, h_tg, benign_reference=h_ref).score()
     )
+    tok = TokenDRA().fit(tok_tr, tok_tg, benign_reference=tok_ref)
+    scores["token-level, benign reference"] = tok.score()
+    info["token kept fraction (pool)"] = float(tok.token_denoiser_.kept_fraction_.mean())
+    scores["token-level, pool reference"] = TokenDRA().fit(tok_tr, tok_tg).score()
+    return scores, info
+
+
+def run_seed(task, seed, n_train, epochs, frac, full):
+    t0 = time.time()
+    build = data.build_jailbreak_injection if task == "jailbreak" else data.build_gender_bias
+    d = build(seed, n_train=n_train, frac=frac)
     rows, y, targets = d["train"], d["labels"], d["targets"]
+    ref = data.benign_reference(seed) if task == "jailbreak" else d["benign_reference"]
     texts = [p + " " + r for p, r in rows] + [p + " " + r for p, r in targets]
     tok = word_tokenizer(texts + d.get("eval_prompts", []))
-    b_tr = tokenize_pairs(tok, [p for p, _ in rows], [r for _, r in rows], max_length=128)
-    b_tg = tokenize_pairs(tok, [p for p, _ in targets], [r for _, r in targets], max_length=128)
+    pairs = lambda xs: tokenize_pairs(tok, [p for p, _ in xs], [r for _, r in xs], max_length=128)
+    b_tr, b_tg, b_ref = pairs(rows), pairs(targets), pairs(ref)
     model = tiny_gpt2(len(tok), seed)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     pre = train(model, b_tr, seed, epochs)
-    h_tr, h_tg = extract_hidden_states(model, b_tr), extract_hidden_states(model, b_tg)
-    n_params = sum(p.numel() for p in model.parameters())
-    proj = RandomProjector(n_params, PROJ_DIM, kind="sjlt", seed=seed)
-    g_tr, g_pre = project_grads(model, b_tr, proj, pre)
-    g_tg = per_sample_grads(model, b_tg, projector=proj)
-    scores = {
-        "RepSim": RepSim().fit(h_tr, h_tg).score(),
-        "DRA-hidden": DRA("hidden").fit(h_tr, h_tg).score(),
-        "DRA-hidden center only": DRA("hidden", whiten="none", k="all").fit(h_tr, h_tg).score(),
-        "DRA-hidden center+diag, no selection": DRA("hidden", k="all").fit(h_tr, h_tg).score(),
-        "GradSim": GradSim().fit(g_tr, g_tg).score(),
-        "LESS": LESS().fit(g_pre, g_tg).score(),
-        "DRA-grad": DRA("gradient").fit(g_tr, g_tg).score(),
-        "Moderation (BoW logistic regression)": moderation_scores(
+    hid = [extract_hidden_states(model, b) for b in (b_tr, b_tg, b_ref)]
+    toks = [extract_token_states(model, b) for b in (b_tr, b_tg, b_ref)]
+    scores, info = hidden_arms(*hid, *toks)
+    if full:
+        n_params = sum(p.numel() for p in model.parameters())
+        proj = RandomProjector(n_params, PROJ_DIM, kind="sjlt", seed=seed)
+        g_tr, g_pre = project_grads(model, b_tr, proj, pre)
+        g_tg = per_sample_grads(model, b_tg, projector=proj)
+        scores["GradSim"] = GradSim().fit(g_tr, g_tg).score()
+        scores["LESS"] = LESS().fit(g_pre, g_tg).score()
+        scores["DRA-grad (C config)"] = (
+            DRA("gradient", whiten="shrinkage", k="all").fit(g_tr, g_tg).score()
+        )
+        scores["Moderation (BoW logistic regression)"] = moderation_scores(
             [p + " " + r for p, r in rows], [p + " " + r for p, r in targets], seed
-        ),
-    }
+        )
     res = {
         "auprc": {k: auprc(s, y) for k, s in scores.items()},
         "ap": {k: average_precision(s, y) for k, s in scores.items()},
-        "k_hidden": int(DRA("hidden").fit(h_tr, h_tg).selection_.k),
-        "k_grad": int(DRA("gradient").fit(g_tr, g_tg).selection_.k),
+        "info": info,
         "random_auprc": float(y.mean()),
     }
-    if retrain and task == "jailbreak":
+    if full and task == "jailbreak":
         budget = 2 * int(y.sum())
         comp = {"none": compliance(model, tok, d["eval_prompts"])}
         idx = np.arange(len(rows))
         for arm, s in (
-            ("DRA-hidden", scores["DRA-hidden"]),
+            (PRIMARY, scores[PRIMARY]),
             ("RepSim", scores["RepSim"]),
             ("oracle", y + 1e-6 * scores["RepSim"]),
         ):
@@ -260,53 +315,77 @@ def run_seed(task, seed, n_train, epochs, retrain):
         res["compliance"] = comp
     res["seconds"] = time.time() - t0
     log(
-        f"[{task} seed {seed}] {time.time() - t0:.1f}s",
+        f"[{task} seed {seed}] {res['seconds']:.1f}s",
         json.dumps({k: round(v, 3) for k, v in res["auprc"].items()}),
+        json.dumps(info),
     )
-    if "compliance" in res:
-        log("   compliance", res["compliance"])
     return res
 
 
+def summarise(runs):
+    arms = list(runs[0]["auprc"])
+    col = lambda a, key="auprc": [r[key][a] for r in runs]
+    out = {
+        "summary": {a: {"auprc": interval(col(a)), "ap": interval(col(a, "ap"))} for a in arms},
+        "minus_repsim": {a: paired(col(a), col("RepSim")) for a in arms if a != "RepSim"},
+        "primary_minus": {
+            b: paired(col(PRIMARY), col(b))
+            for b in ("A diag, k=auto (bare)", "B diag, k=all", "token-level, benign reference")
+        },
+        "random_auprc": float(np.mean([r["random_auprc"] for r in runs])),
+    }
+    if "compliance" in runs[0]:
+        out["compliance"] = {
+            k: interval([r["compliance"][k] for r in runs]) for k in runs[0]["compliance"]
+        }
+        out["compliance_reduction_primary"] = interval(
+            [1 - r["compliance"][PRIMARY] / max(r["compliance"]["none"], 1e-9) for r in runs]
+        )
+    return out
+
+
 def markdown_table(full):
-    """The README's results table, from the JSON this script writes."""
-    jb, gb = full["tasks"]["jailbreak"], full["tasks"]["gender_bias"]
-    fmt = lambda v: f"{v['mean']:.3f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"
-    out = [
-        f"| arm ({len(full['seeds'])} seeds, N = {full['n_train']}) | jailbreak AUPRC | jailbreak AP "
-        "| gender-bias AUPRC |",
-        "|---|---|---|---|",
-    ]
-    for arm in jb["summary"]:
+    """The README's results tables, from the JSON this script writes."""
+    fmt = lambda v: f"{v['mean']:.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]"
+    fm = lambda v: f"{v['mean']:.3f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"
+    out = []
+    for task, t in full["tasks"].items():
+        n = len(t["per_seed"])
+        out += [
+            f"**{task}** ({n} paired seeds, N = {full['n_train']}, {full['frac']:.0%} unsafe, "
+            f"random AUPRC {t['random_auprc']:.3f})",
+            "",
+            "| arm | AUPRC | ΔAUPRC vs RepSim [95% CI] | wins | MDE |",
+            "|---|---|---|---|---|",
+        ]
+        for a, v in t["summary"].items():
+            if a == "RepSim":
+                out.append(f"| RepSim | {fm(v['auprc'])} | | | |")
+                continue
+            dlt = t["minus_repsim"][a]
+            out.append(
+                f"| {a} | {fm(v['auprc'])} | {fmt(dlt)} | {dlt['wins']}/{dlt['n']} "
+                f"| {dlt['mde']:.3f} |"
+            )
+        out.append("")
         out.append(
-            f"| {arm} | {fmt(jb['summary'][arm]['auprc'])} | {fmt(jb['summary'][arm]['ap'])} "
-            f"| {fmt(gb['summary'][arm]['auprc'])} |"
+            "Primary (C full, k=all) minus: "
+            + "; ".join(
+                f"{b}: {fmt(v)}, {v['wins']}/{v['n']} wins" for b, v in t["primary_minus"].items()
+            )
+            + "."
         )
-    rnd = np.mean([r["random_auprc"] for r in jb["per_seed"]])
-    out.append(f"| random | {rnd:.3f} | | |")
-    out.append("")
-    out.append(
-        f"DRA-hidden / RepSim AUPRC, mean of per-seed ratios: jailbreak {fmt(jb['dra_hidden_over_repsim'])}, "
-        f"gender bias {fmt(gb['dra_hidden_over_repsim'])}; ratio of means (the JSON line's `ratio`): "
-        f"{full['ratio']:.3f}. DRA-grad / GradSim: jailbreak {fmt(jb['dra_grad_over_gradsim'])}."
-    )
-    c = jb["compliance"]
-    out.append("")
-    out.append(
-        "| retrained on | compliance on 100 held-out jailbreak prompts | injected samples removed |"
-    )
-    out.append("|---|---|---|")
-    n_inj = round(0.02 * full["n_train"])
-    out.append(f"| full pool (no filtering) | {fmt(c['none'])} | 0 of {n_inj} |")
-    for arm in ("DRA-hidden", "RepSim", "oracle"):
-        out.append(
-            f"| pool minus top-{2 * n_inj} of {arm} | {fmt(c[arm])} "
-            f"| {c[arm + ' removed unsafe']['mean']:.1f} of {n_inj} |"
-        )
-    out.append("")
-    out.append(
-        f"Relative compliance reduction with DRA filtering: {fmt(jb['compliance_reduction_dra'])}."
-    )
+        if "compliance" in t:
+            c = t["compliance"]
+            out += ["", "| retrained on | compliance (held-out jailbreaks) | unsafe removed |"]
+            out.append("|---|---|---|")
+            out.append(f"| full pool | {fm(c['none'])} | 0 |")
+            for arm in (PRIMARY, "RepSim", "oracle"):
+                out.append(
+                    f"| minus top-B of {arm} | {fm(c[arm])} "
+                    f"| {c[arm + ' removed unsafe']['mean']:.1f} |"
+                )
+        out.append("")
     return "\n".join(out)
 
 
@@ -314,6 +393,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 12 / 10)")
     ap.add_argument(
         "--table", metavar="JSON", help="print the README table of a results JSON and exit"
     )
@@ -324,44 +404,28 @@ def main():
     torch.set_num_threads(1)  # 2 threads on 2 shared cores is ~10x slower
     torch.use_deterministic_algorithms(True)
     warnings.filterwarnings("ignore")
-    seeds = [0, 1, 2] if args.quick else [0, 1, 2, 3, 4]
-    n_train, epochs = (600, 3) if args.quick else (1000, 3)
+    n_seeds = args.seeds or (12 if args.quick else 10)
+    seeds = list(range(n_seeds))
+    n_train, frac, epochs = (500, 0.02, 3) if args.quick else (1000, 0.01, 3)
+    task_names = ("jailbreak",) if args.quick else ("jailbreak", "gender_bias")
     t0 = time.time()
     tasks = {}
-    for task in ("jailbreak", "gender_bias"):
-        runs = [run_seed(task, s, n_train, epochs, retrain=True) for s in seeds]
-        arms = list(runs[0]["auprc"])
-        summary = {
-            a: {
-                "auprc": interval([r["auprc"][a] for r in runs]),
-                "ap": interval([r["ap"][a] for r in runs]),
-            }
-            for a in arms
-        }
-        ratio = [r["auprc"]["DRA-hidden"] / r["auprc"]["RepSim"] for r in runs]
-        ratio_g = [r["auprc"]["DRA-grad"] / r["auprc"]["GradSim"] for r in runs]
-        tasks[task] = {
-            "per_seed": runs,
-            "summary": summary,
-            "dra_hidden_over_repsim": interval(ratio),
-            "dra_grad_over_gradsim": interval(ratio_g),
-            "dra_hidden_minus_repsim": interval(
-                [r["auprc"]["DRA-hidden"] - r["auprc"]["RepSim"] for r in runs]
-            ),
-        }
-        if "compliance" in runs[0]:
-            comp = {k: interval([r["compliance"][k] for r in runs]) for k in runs[0]["compliance"]}
-            red = [
-                1 - r["compliance"]["DRA-hidden"] / max(r["compliance"]["none"], 1e-9) for r in runs
-            ]
-            tasks[task]["compliance"] = comp
-            tasks[task]["compliance_reduction_dra"] = interval(red)
+    for task in task_names:
+        runs = [run_seed(task, s, n_train, epochs, frac, full=not args.quick) for s in seeds]
+        tasks[task] = {"per_seed": runs, **summarise(runs)}
     jb = tasks["jailbreak"]
-    ours = jb["summary"]["DRA-hidden"]["auprc"]["mean"]
+    ours = jb["summary"][PRIMARY]["auprc"]["mean"]
     base = jb["summary"]["RepSim"]["auprc"]["mean"]
+    dlt = jb["minus_repsim"][PRIMARY]
     full = {
         "package": "dra",
-        "claim": "DRA (hidden states) AUPRC vs raw RepSim, 2% AdvBench+jailbreak injection, tiny GPT-2",
+        "claim": (
+            "DRA (hidden states; pre-registered primary arm: center + shrinkage full whitening, "
+            f"all dims) AUPRC vs raw RepSim, {frac:.0%} AdvBench+jailbreak injection with "
+            f"unsafe-style content, tiny GPT-2, {len(seeds)} paired seeds; "
+            f"ΔAUPRC {dlt['mean']:+.3f} [{dlt['ci95'][0]:+.3f}, {dlt['ci95'][1]:+.3f}], "
+            f"{dlt['wins']}/{dlt['n']} wins"
+        ),
         "paper": "up to +63.3% AUPRC over the undenoised attribution; up to 39.9% lower ASR after filtering",
         "ours": round(ours, 4),
         "baseline": round(base, 4),
@@ -370,15 +434,13 @@ def main():
         "mode": "quick" if args.quick else "full",
         "seeds": seeds,
         "n_train": n_train,
+        "frac": frac,
         "tasks": tasks,
     }
     Path(args.out).write_text(json.dumps(full, indent=1) + "\n")
     line = {
         k: full[k] for k in ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds")
     }
-    line["compliance_reduction"] = round(
-        jb.get("compliance_reduction_dra", {}).get("mean", float("nan")), 3
-    )
     print(json.dumps(line))
 
 

@@ -84,3 +84,19 @@ def test_dra_attributor_in_dattri_interface():
     )
     np.testing.assert_allclose(pair.mean(axis=1), dra.score(), rtol=1e-4, atol=1e-6)
     np.testing.assert_array_equal(np.sort(att.selection_.dims), np.sort(dra.dims_))
+
+
+def test_adapter_implements_dattri_base_attributor_interface():
+    """Not a subclass (importing dattri.algorithm pulls in scipy, sympy, triton...: too heavy
+    for ``import icml26_dra``); it implements every abstract method of dattri's base class with
+    the same parameter names (``BaseAttributor.register(DRAAttributor)`` makes it a virtual
+    subclass where a caller needs ``isinstance``)."""
+    import inspect
+
+    base = pytest.importorskip("dattri.algorithm.base").BaseAttributor
+    for name in base.__abstractmethods__:
+        if name == "__init__":
+            continue
+        want = list(inspect.signature(getattr(base, name)).parameters)
+        got = list(inspect.signature(getattr(DRAAttributor, name)).parameters)
+        assert got == want, (name, got, want)

@@ -54,7 +54,9 @@ def test_diag_whitening_closed_form_and_constant_dims():
 
 def test_planted_signal_toy_dra_recovers_dims_and_beats_raw_cosine(toy):
     h, t, y, sig = toy(seed=0)
-    dra = DRA().fit(h, t)
+    dra = DRA(whiten="diag", min_targets=2, margin=0.0).fit(
+        h, t
+    )  # the bare leave-target-out selection
     ap_dra = average_precision(dra.score(), y)
     ap_raw = average_precision(RepSim().fit(h, t).score(), y)
     assert set(sig) <= set(dra.dims_.tolist())  # every planted dim kept
@@ -158,3 +160,59 @@ def test_degenerate_pools_are_refused():
         from icml26_dra import filter_top
 
         filter_top(list(range(3)), np.array([0.1, np.nan, 0.3]), 1)
+
+
+def test_auto_k_falls_back_to_all_dims_with_few_targets(toy):
+    """M = 10 < min_targets: k = d even where the held-out percentile prefers a small k."""
+    h, t, _, _ = toy(seed=1, m=10, signal=1.0)
+    dra = DRA(whiten="diag").fit(h, t)
+    sel = dra.selection_
+    assert sel is not None and sel.fallback == "few_targets"
+    assert sel.best_k <= 32  # the percentile alone would have selected
+    assert sel.k == h.shape[1] and sorted(dra.dims_.tolist()) == list(range(h.shape[1]))
+    z = (h - h.mean(0)) / h.std(0)  # (N, d) center + diag, by hand
+    zt = (t - h.mean(0)) / h.std(0)
+    unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)
+    np.testing.assert_allclose(dra.score(), (unit(z) @ unit(zt).T).mean(1), rtol=1e-9)
+    # with the threshold lowered the same data selects a small k
+    low = DRA(whiten="diag", min_targets=2).fit(h, t)
+    assert low.selection_.fallback is None and low.selection_.k == sel.best_k <= 32
+
+
+def test_auto_k_falls_back_when_no_k_beats_all_dims_by_the_margin(toy):
+    h, t, _, _ = toy(seed=1, m=24, signal=1.0)  # weak signal: selection pays on held-out targets
+    sel = DRA(whiten="diag").fit(h, t).selection_
+    assert sel is not None and sel.fallback is None and sel.k < h.shape[1]
+    gain = sel.percentile[sel.ks.index(sel.k)] - sel.percentile[sel.ks.index(h.shape[1])]
+    assert gain > 0.02  # what the planted dims buy on held-out targets
+    above = DRA(whiten="diag", margin=gain + 1e-3).fit(h, t)
+    assert above.selection_.fallback == "no_margin" and above.selection_.k == h.shape[1]
+    below = DRA(whiten="diag", margin=gain - 1e-3).fit(h, t)
+    assert below.selection_.fallback is None and below.selection_.k == sel.k
+    # a dense shift (every dim equally informative): nothing to select, k = d
+    rng = np.random.default_rng(2)
+    dense, dt = rng.normal(size=(400, 32)), rng.normal(size=(24, 32)) + 0.4
+    ds = DRA().fit(dense, dt).selection_
+    assert ds.k == 32 and ds.fallback in (None, "no_margin")
+
+
+def test_default_whitening_follows_the_benchmark_evidence():
+    """Hidden states: shrinkage full whitening (a = 0.1) by default when N > d; else diag."""
+    h, t = _data(n=80, d=6)
+    hid = DRA().fit(h, t)
+    x = h - h.mean(0)
+    c = x.T @ x / len(h)
+    s = 0.9 * c + 0.1 * np.trace(c) / 6 * np.eye(6)
+    w = hid.denoiser_.whitener_
+    assert w is not None and hid.denoiser_.scale_ is None
+    np.testing.assert_allclose(w @ s @ w, np.eye(6), atol=1e-9)
+    grad = DRA("gradient").fit(h, t)
+    np.testing.assert_allclose(grad.denoiser_.scale_, h.std(0), rtol=1e-12)
+    small = DRA().fit(h[:6], t)  # N = 6 <= d = 6: full whitening would be rank-deficient
+    assert small.denoiser_.whiten == "diag" and small.denoiser_.whitener_ is None
+
+
+def test_full_whitening_warns_when_the_pool_is_smaller_than_the_dimension():
+    h, t = _data(n=10, d=16)
+    with pytest.warns(UserWarning, match="N=10 <= d=16"):
+        DRA(whiten="shrinkage", k="all").fit(h, t)

@@ -11,6 +11,8 @@ EXPECTED_ALL = [
     "GradSim",
     "RandomProjector",
     "RepSim",
+    "TokenDRA",
+    "TokenDenoiser",
     "TracIn",
     "__version__",
     "auprc",
@@ -18,6 +20,7 @@ EXPECTED_ALL = [
     "causal_lm_response_loss",
     "default_ks",
     "extract_hidden_states",
+    "extract_token_states",
     "filter_top",
     "per_sample_grads",
     "precision_recall_points",
@@ -37,7 +40,15 @@ def test_public_api_needs_no_extra():
     """DRAFilter and DRAAttributor are duck-typed: datasets / dattri are never imported."""
     import importlib
 
-    for mod in ("attribution", "dattri", "denoise", "filter", "metrics", "representations"):
+    for mod in (
+        "attribution",
+        "dattri",
+        "denoise",
+        "filter",
+        "metrics",
+        "representations",
+        "token_denoise",
+    ):
         src = importlib.import_module(f"icml26_dra.{mod}").__file__
         text = open(src).read()
         assert "import datasets" not in text and "from dattri" not in text, mod

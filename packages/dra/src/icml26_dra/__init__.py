@@ -13,10 +13,12 @@ from .representations import (
     RandomProjector,
     causal_lm_response_loss,
     extract_hidden_states,
+    extract_token_states,
     per_sample_grads,
     select_parameters,
     tokenize_pairs,
 )
+from .token_denoise import TokenDenoiser, TokenDRA
 
 __version__ = "0.1.0"
 
@@ -31,6 +33,8 @@ __all__ = [
     "GradSim",
     "RandomProjector",
     "RepSim",
+    "TokenDRA",
+    "TokenDenoiser",
     "TracIn",
     "__version__",
     "auprc",
@@ -38,6 +42,7 @@ __all__ = [
     "causal_lm_response_loss",
     "default_ks",
     "extract_hidden_states",
+    "extract_token_states",
     "filter_top",
     "per_sample_grads",
     "precision_recall_points",

@@ -97,11 +97,19 @@ class DRA(_Attributor):
     Args:
         representation: ``"hidden"`` or ``"gradient"``: which space the representations come
             from (``DRAFilter`` extracts it; the scoring maths is the same for both).
-        center, whiten, shrinkage: the ``Denoiser`` (step 1).
+        center, whiten, shrinkage: the ``Denoiser`` (step 1). ``whiten=None`` (default) is
+            ``"shrinkage"`` (full whitening, a = 0.1) for hidden states: the pre-registered
+            benchmark (12 paired seeds) found it +0.47 AUPRC over RepSim and +0.45 over
+            ``"diag"``; ``"diag"`` for gradients (full whitening of 2048-dim projected
+            gradients with N = 1000 collapsed: AUPRC 0.37 vs GradSim 0.91, 3 seeds) and
+            whenever N <= d (a rank-deficient covariance). ``denoiser_.whiten`` says which.
         k: ``"auto"`` (leave-target-out selection over ``ks``), ``"all"`` (no selection), or
             an int (the top-k dims by target discriminability on all targets).
         ks: candidate k values for ``"auto"`` (default 4, 8, 16, ..., d).
         agg: ``"mean"`` or ``"max"`` over targets.
+        min_targets, margin: the fallback of ``k="auto"`` to all dimensions (fewer targets than
+            ``min_targets``, or no k beating k = d by ``margin``; see
+            ``select_dims_leave_target_out``).
 
     After ``fit``: ``denoiser_``, ``dims_`` (kept dims), ``selection_`` (``DimSelection`` when
     k="auto"), ``scores_``.
@@ -112,11 +120,13 @@ class DRA(_Attributor):
         representation: str = "hidden",
         *,
         center: bool = True,
-        whiten: str = "diag",
+        whiten: str | None = None,
         shrinkage: float = 0.1,
         k: int | str = "auto",
         ks: Sequence[int] | None = None,
         agg: str = "mean",
+        min_targets: int = 20,
+        margin: float = 0.02,
     ) -> None:
         if representation not in ("hidden", "gradient"):
             raise ValueError(
@@ -125,21 +135,42 @@ class DRA(_Attributor):
         if not (k in ("auto", "all") or (isinstance(k, (int, np.integer)) and k >= 1)):
             raise ValueError(f"k must be 'auto', 'all' or a positive int; got {k!r}")
         self.representation = representation
-        self.denoiser_ = Denoiser(center=center, whiten=whiten, shrinkage=shrinkage)
+        self.whiten = whiten  # None: resolved in fit (it depends on N and d)
+        self.denoiser_ = Denoiser(center=center, whiten=whiten or "diag", shrinkage=shrinkage)
         self.k = k
         self.ks = ks
         self.agg = _check_agg(agg)
+        self.min_targets, self.margin = min_targets, margin
         self.dims_: np.ndarray | None = None
         self.selection_: DimSelection | None = None
 
-    def fit(self, train_reps: object, target_reps: object) -> DRA:
+    def fit(
+        self, train_reps: object, target_reps: object, *, benign_reference: object = None
+    ) -> DRA:
+        """``benign_reference``: (R, d) representations of known-benign samples; when given, the
+        denoiser's mean and whitening come from it instead of the training pool (which is
+        unsafe-contaminated, badly so when unsafe data are not rare)."""
         h, t = check_representations(train_reps, target_reps)
         assert t is not None
-        z, zt = self.denoiser_.fit(h).transform(h), self.denoiser_.transform(t)
+        fit_on = h
+        if benign_reference is not None:
+            fit_on, _ = check_representations(benign_reference, train_name="benign_reference")
+            if fit_on.shape[1] != h.shape[1]:
+                raise ValueError(
+                    f"benign_reference has dimension {fit_on.shape[1]} but train_reps has "
+                    f"{h.shape[1]}"
+                )
+        if self.whiten is None:  # the benchmark's evidence (issue 45) is for hidden states only
+            full = self.representation == "hidden" and fit_on.shape[0] > h.shape[1]
+            self.denoiser_.whiten = "shrinkage" if full else "diag"
+        self.denoiser_.fit(fit_on)
+        z, zt = self.denoiser_.transform(h), self.denoiser_.transform(t)
         d = h.shape[1]
         self.selection_ = None
         if self.k == "auto":
-            self.selection_ = select_dims_leave_target_out(z, zt, self.ks, agg=self.agg)
+            self.selection_ = select_dims_leave_target_out(
+                z, zt, self.ks, agg=self.agg, min_targets=self.min_targets, margin=self.margin
+            )
             self.dims_ = self.selection_.dims
         elif self.k == "all":
             self.dims_ = np.arange(d)

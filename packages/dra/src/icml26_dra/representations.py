@@ -12,8 +12,8 @@
   ``chunk_size=1`` or LoRA parameters on large models) and streamed into a disk-backed ``.npy``
   (``numpy.lib.format.open_memmap``) when ``out`` is a path.
 
-Token-level weighting is not implemented: the paper's summary describes denoising on pooled
-representations (centering / whitening / dimension selection), not per-token weights.
+* ``extract_token_states``: the same hidden states unpooled, one (T_i, D) array per sample,
+  for token-level denoising (``TokenDRA``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ __all__ = [
     "RandomProjector",
     "causal_lm_response_loss",
     "extract_hidden_states",
+    "extract_token_states",
     "per_sample_grads",
     "select_parameters",
     "tokenize_pairs",
@@ -158,6 +159,41 @@ def extract_hidden_states(
     if isinstance(result, np.memmap):
         result.flush()
     return result
+
+
+@torch.no_grad()
+def extract_token_states(
+    model: torch.nn.Module,
+    batch: Batch,
+    *,
+    layer: int = -1,
+    response_only: bool = True,
+    batch_size: int = 32,
+) -> list[np.ndarray]:
+    """Unpooled hidden states: one (T_i, D) float32 array per sample, its response tokens
+    (``response_only``) or all attended tokens, in order (input of ``TokenDRA``)."""
+    n = _check_batch(batch)
+    if response_only and "response_mask" not in batch:
+        raise ValueError("response_only=True needs batch['response_mask'] (see tokenize_pairs)")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    out: list[np.ndarray] = []
+    try:
+        for lo in range(0, n, batch_size):
+            ids = batch["input_ids"][lo : lo + batch_size].to(device)  # (B, T)
+            att = batch["attention_mask"][lo : lo + batch_size].to(device)  # (B, T)
+            mask = att if not response_only else att * batch["response_mask"][lo : lo + batch_size]
+            hs = model(input_ids=ids, attention_mask=att, output_hidden_states=True).hidden_states
+            h = hs[layer].float().cpu().numpy()  # (B, T, D)
+            for i in range(h.shape[0]):
+                keep = mask[i].bool().cpu().numpy()
+                if not keep.any():
+                    raise ValueError(f"sample {lo + i} has no tokens (empty response?)")
+                out.append(h[i, keep])
+    finally:
+        model.train(was_training)
+    return out
 
 
 def causal_lm_response_loss(model: torch.nn.Module, sample: Batch) -> torch.Tensor:
