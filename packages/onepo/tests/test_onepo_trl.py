@@ -382,7 +382,13 @@ def test_overlong_penalty_shapes_the_reward(tmp_path, char_tokenizer, tiny_lm):
 @pytest.mark.timeout(300)
 def test_overlong_penalty_enters_the_teacher_decision(tmp_path, char_tokenizer, tiny_lm):
     """The teacher is scored by the same (penalised) reward: a correct but overlong teacher
-    (reward 1 - 0.6) loses to a student group that scores 0.5 and retires."""
+    (8 tokens, reward 1 - 0.6 = 0.4) loses to students that stop at once (reward 0.5)."""
+    head = torch.nn.Linear(tiny_lm.lm_head.in_features, tiny_lm.lm_head.out_features)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+        head.bias[char_tokenizer.eos_token_id] = 30.0  # every student emits EOS first
+    tiny_lm.lm_head = head
     ds = datasets.Dataset.from_dict(
         {
             "prompt": [p for p, _ in PROBLEMS],
