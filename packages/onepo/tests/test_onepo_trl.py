@@ -422,3 +422,66 @@ def test_overlong_penalty_enters_the_teacher_decision(tmp_path, char_tokenizer, 
     off = make(onepo_overlong_penalty=False)
     off._generate_and_score_completions(rows)
     assert off._metrics["train"]["onepo/retirement_rate"] == [0.0]
+
+
+@pytest.mark.timeout(120)
+def test_online_teacher_fills_missing_teacher_cells(tmp_path, char_tokenizer, tiny_lm):
+    """A group with no cached teacher asks the OpenAI-compatible endpoint (loopback here)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    gold = dict(PROBLEMS)
+    asked = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = req["messages"][-1]["content"]
+            asked.append(prompt)
+            data = json.dumps({"choices": [{"message": {"content": gold[prompt]}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        ds = _dataset().remove_columns("teacher").add_column(
+            "teacher", [None, "", PROBLEMS[2][1], None]
+        )
+        tr = OnePOGRPOTrainer(
+            model=tiny_lm,
+            reward_funcs=exact_match,
+            args=OnePOConfig(
+                **_common(
+                    tmp_path,
+                    onepo_teacher_api_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+                    onepo_teacher_timeout=10.0,
+                    onepo_overlong_penalty=False,
+                    onepo_filter_groups=False,
+                    onepo_seed=7,
+                )
+            ),
+            train_dataset=ds,
+            processing_class=char_tokenizer,
+        )
+        tiny_lm.train()
+        torch.manual_seed(0)
+        out = tr._generate_and_score_completions([dict(ds[i]) for i in (0, 1) for _ in range(N_GEN)])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+    assert sorted(asked) == sorted([PROBLEMS[0][0], PROBLEMS[1][0]])  # None, "" go online
+    rng = np.random.default_rng(7)
+    want = [int(rng.integers(0, N_GEN)), int(rng.integers(N_GEN, 2 * N_GEN))]
+    assert out["teacher_mask"].any(-1).nonzero().flatten().tolist() == want
+    for r, (_, ans) in zip(want, PROBLEMS[:2], strict=True):
+        ids = [*char_tokenizer.encode(ans, add_special_tokens=False), char_tokenizer.eos_token_id]
+        assert out["completion_ids"][r, : len(ids)].tolist() == ids

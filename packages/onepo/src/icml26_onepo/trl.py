@@ -38,6 +38,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from .groups import RetirementController, dapo_keep_groups, inject_teacher
 from .loss import onepo_per_token_loss
+from .teacher import OpenAITeacher
 
 __all__ = ["OnePOConfig", "OnePOGRPOTrainer", "soft_overlong_punishment"]
 
@@ -122,6 +123,26 @@ class OnePOConfig(GRPOConfig):
     )
     onepo_plateau_min_retirement_rate: float = field(
         default=0.9, metadata={"help": "Min retirement rate of every step in the window."}
+    )
+    onepo_teacher_api_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "OpenAI-compatible endpoint asked for the teacher of a prompt whose teacher "
+            "cell is empty (OnePO.sh TEACHER_API_URL; None: cached teachers only)."
+        },
+    )
+    onepo_teacher_model: str = field(
+        default="gpt-5.4", metadata={"help": "Teacher model name (OnePO.sh TEACHER_MODEL)."}
+    )
+    onepo_teacher_max_tokens: int = field(default=8192, metadata={"help": "Teacher max_tokens."})
+    onepo_teacher_timeout: float = field(
+        default=180.0, metadata={"help": "Seconds per teacher request (OnePO.sh: 180)."}
+    )
+    onepo_teacher_max_retries: int = field(
+        default=3, metadata={"help": "Attempts per teacher request (OnePO.sh: 3)."}
+    )
+    onepo_teacher_max_concurrency: int = field(
+        default=64, metadata={"help": "Concurrent teacher requests (OnePO.sh: 64)."}
     )
     onepo_filter_groups: bool = field(
         default=True,
@@ -329,6 +350,16 @@ class OnePOGRPOTrainer(GRPOTrainer):
         self._onepo_teacher_rows: list[bool] | None = None
         self._onepo_rewards: torch.Tensor | None = None
         self._onepo_last_rewards: torch.Tensor | None = None
+        self.onepo_teacher_client: OpenAITeacher | None = None
+        if a.onepo_teacher_api_url:
+            self.onepo_teacher_client = OpenAITeacher(
+                a.onepo_teacher_api_url,
+                a.onepo_teacher_model,
+                max_tokens=a.onepo_teacher_max_tokens,
+                timeout=a.onepo_teacher_timeout,
+                max_retries=a.onepo_teacher_max_retries,
+                max_concurrency=a.onepo_teacher_max_concurrency,
+            )
 
     # ------------------------------------------------------------------ DAPO dynamic sampling
     def _filter_metric(self, per_func: torch.Tensor) -> torch.Tensor:
@@ -486,12 +517,19 @@ class OnePOGRPOTrainer(GRPOTrainer):
         ) = out
         n = int(self.num_generations)  # type: ignore[arg-type]  # set for training
         column = self.args.onepo_teacher_column
-        if column not in inputs[0]:
+        client = self.onepo_teacher_client
+        if column not in inputs[0] and client is None:
             raise KeyError(
                 f"OnePO needs the teacher column {column!r} in the dataset (onepo_teacher_column)"
+                " or an online teacher (onepo_teacher_api_url)"
             )
         starts = list(range(0, len(prompts), n))
-        texts = [_teacher_text(inputs[s][column]) for s in starts]
+        texts = [_teacher_text(inputs[s].get(column)) for s in starts]
+        if client is not None:  # the official order: the cached teacher first, else online
+            ask = [g for g, t in enumerate(texts) if t is None]
+            online = client.generate_many([inputs[starts[g]]["prompt"] for g in ask])
+            for g, t in zip(ask, online, strict=True):
+                texts[g] = t if t and t.strip() else None
         cand = [g for g, t in enumerate(texts) if t is not None]
 
         weights = self.reward_weights.to(self.accelerator.device)
