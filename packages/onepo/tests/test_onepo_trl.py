@@ -270,6 +270,16 @@ def alternating(completions, prompts, **kwargs):
     return [0.5 if p == CONSTANT_PROMPT else float(i % 2) for i, p in enumerate(prompts)]
 
 
+def _eos_head(model, tok, eos_logit):
+    """Replace the LM head: logits 0 for every token but EOS (``eos_logit``), whatever the input."""
+    head = torch.nn.Linear(model.lm_head.in_features, model.lm_head.out_features)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+        head.bias[tok.eos_token_id] = eos_logit
+    model.lm_head = head
+
+
 def _prompts(tok, out):
     return [tok.decode(r, skip_special_tokens=True) for r in out["prompt_ids"]]
 
@@ -365,11 +375,12 @@ def test_overlong_penalty_shapes_the_reward(tmp_path, char_tokenizer, tiny_lm):
         onepo_filter_groups=False,
     )
     assert tr.args.onepo_overlong_penalty and tr.args.onepo_overlong_penalty_factor == 0.6
+    _eos_head(tiny_lm, char_tokenizer, 3.1)  # P(EOS) ~ 0.3 per token: lengths 1 … 6
     tiny_lm.train()
     torch.manual_seed(0)
     out = tr._generate_and_score_completions(_rows(_dataset()))
     lengths = out["completion_mask"].sum(-1).double()  # (B,) tokens incl. EOS
-    assert (lengths > 2).any()  # some completions run into the buffer
+    assert (lengths <= 2).any() and ((lengths > 2) & (lengths < 6)).any() and (lengths == 6).any()
     want = [0.6 * min(-(float(L) - 2.0) / 4.0, 0.0) for L in lengths]
     got = float(np.mean(tr._metrics["train"]["reward"]))
     assert got == pytest.approx(float(np.mean(want)), rel=1e-6, abs=1e-9)
@@ -383,12 +394,7 @@ def test_overlong_penalty_shapes_the_reward(tmp_path, char_tokenizer, tiny_lm):
 def test_overlong_penalty_enters_the_teacher_decision(tmp_path, char_tokenizer, tiny_lm):
     """The teacher is scored by the same (penalised) reward: a correct but overlong teacher
     (8 tokens, reward 1 - 0.6 = 0.4) loses to students that stop at once (reward 0.5)."""
-    head = torch.nn.Linear(tiny_lm.lm_head.in_features, tiny_lm.lm_head.out_features)
-    with torch.no_grad():
-        head.weight.zero_()
-        head.bias.zero_()
-        head.bias[char_tokenizer.eos_token_id] = 30.0  # every student emits EOS first
-    tiny_lm.lm_head = head
+    _eos_head(tiny_lm, char_tokenizer, 30.0)  # every student emits EOS first
     ds = datasets.Dataset.from_dict(
         {
             "prompt": [p for p, _ in PROBLEMS],
