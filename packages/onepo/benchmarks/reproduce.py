@@ -442,7 +442,9 @@ def main() -> None:
         curves = np.array([[acc for _, acc in r["curve"]] for r in runs[arm]])
         summary[arm]["curve_steps"] = [s for s, _ in runs[arm][0]["curve"]]
         summary[arm]["curve_mean"] = curves.mean(0).round(4).tolist()
-        clipped = [r["teacher_low_clipped"] for r in runs[arm] if r["teacher_low_clipped"] is not None]
+        clipped = [
+            r["teacher_low_clipped"] for r in runs[arm] if r["teacher_low_clipped"] is not None
+        ]
         summary[arm]["teacher_low_clipped"] = float(np.mean(clipped)) if clipped else None
     full: dict = {
         "config": cfg,

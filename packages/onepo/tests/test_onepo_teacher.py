@@ -24,7 +24,7 @@ class _Server:
             def log_message(self, *args):  # quiet
                 pass
 
-            def do_POST(self):  # noqa: N802 (http.server API)
+            def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.requests.append(
                     {"path": self.path, "headers": dict(self.headers), "json": json.loads(body)}

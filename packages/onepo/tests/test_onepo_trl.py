@@ -351,7 +351,11 @@ def test_dapo_filter_gives_up_after_max_num_gen_batches(tmp_path, char_tokenizer
         tr._generate_and_score_completions(_rows(_dataset()))
     assert calls == [2 * N_GEN] * 3  # three generation batches, then refused
     off = _onepo(
-        tmp_path, char_tokenizer, tiny_lm, constant, onepo_filter_groups=False,
+        tmp_path,
+        char_tokenizer,
+        tiny_lm,
+        constant,
+        onepo_filter_groups=False,
         onepo_teacher_enabled=False,
     )
     out = off._generate_and_score_completions(_rows(_dataset()))
@@ -411,8 +415,13 @@ def test_overlong_penalty_enters_the_teacher_decision(tmp_path, char_tokenizer, 
             model=tiny_lm,
             reward_funcs=reward,
             args=OnePOConfig(
-                **_common(tmp_path, max_completion_length=8, onepo_overlong_buffer_len=4,
-                          onepo_filter_groups=False, **kw)
+                **_common(
+                    tmp_path,
+                    max_completion_length=8,
+                    onepo_overlong_buffer_len=4,
+                    onepo_filter_groups=False,
+                    **kw,
+                )
             ),
             train_dataset=ds,
             processing_class=char_tokenizer,
@@ -444,7 +453,7 @@ def test_online_teacher_fills_missing_teacher_cells(tmp_path, char_tokenizer, ti
         def log_message(self, *args):
             pass
 
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = req["messages"][-1]["content"]
             asked.append(prompt)
@@ -458,8 +467,10 @@ def test_online_teacher_fills_missing_teacher_cells(tmp_path, char_tokenizer, ti
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        ds = _dataset().remove_columns("teacher").add_column(
-            "teacher", [None, "", PROBLEMS[2][1], None]
+        ds = (
+            _dataset()
+            .remove_columns("teacher")
+            .add_column("teacher", [None, "", PROBLEMS[2][1], None])
         )
         tr = OnePOGRPOTrainer(
             model=tiny_lm,
@@ -479,7 +490,9 @@ def test_online_teacher_fills_missing_teacher_cells(tmp_path, char_tokenizer, ti
         )
         tiny_lm.train()
         torch.manual_seed(0)
-        out = tr._generate_and_score_completions([dict(ds[i]) for i in (0, 1) for _ in range(N_GEN)])
+        out = tr._generate_and_score_completions(
+            [dict(ds[i]) for i in (0, 1) for _ in range(N_GEN)]
+        )
     finally:
         httpd.shutdown()
         httpd.server_close()

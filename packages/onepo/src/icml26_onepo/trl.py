@@ -2,8 +2,8 @@
 
 Install with the `[trl]` extra. The dataset is TRL's own format (a ``prompt`` column, standard
 or conversational) plus a teacher column (``teacher`` by default: the teacher completion as a
-string, or an assistant message list), and the reward functions are TRL's. Two methods of
-GRPOTrainer change, everything else (generation, vLLM, reward functions, advantages, logging)
+string, or an assistant message list), and the reward functions are TRL's. Three methods of
+GRPOTrainer change (``_generate_and_score_completions`` for the DAPO filter below), everything else (generation, vLLM, reward functions, advantages, logging)
 is TRL's:
 
 - ``_generate`` (TRL's rollout hook): after the students are sampled, the teacher completion of
@@ -16,12 +16,28 @@ is TRL's:
   aggregated as the configured ``loss_type``. With no teacher token it equals GRPOTrainer's
   loss for ``loss_type`` in {dapo, bnpo, grpo, dr_grpo} and ``delta`` = the dual-clip c.
 
+OnePO.sh's DAPO recipe is on by default, as in the official script:
+
+- ``onepo_filter_groups`` (dynamic sampling, ``filter_groups.metric=acc``,
+  ``max_num_gen_batches=20``): after teacher injection and scoring, prompt groups whose metric
+  is constant are dropped and another generation batch is drawn until G groups are kept (then
+  ValueError, as verl). Deviation: the refill prompts are drawn uniformly (seeded) from the
+  train dataset, not the next dataloader batch;
+- ``onepo_overlong_penalty`` (``overlong_buffer`` 4000 of 8000 tokens, factor 0.6): TRL's
+  ``get_soft_overlong_punishment`` joins the reward functions with weight 0.6, so students and
+  teachers get ``min(−(L − (L_max − L_buf)) / L_buf · 0.6, 0)``; the ``acc`` filter metric is
+  the user's rewards without it. The buffer defaults to half of ``max_completion_length``.
+
+``onepo_teacher_api_url`` asks an OpenAI-compatible endpoint (`icml26_onepo.OpenAITeacher`)
+for the prompts whose teacher cell is empty.
+
     from icml26_onepo.trl import OnePOConfig, OnePOGRPOTrainer
     args = OnePOConfig(output_dir="out", num_generations=8)   # official clip 0.2/0.28, c=10
     trainer = OnePOGRPOTrainer(model=model_id, reward_funcs=reward, args=args, train_dataset=ds)
 
 Relies on GRPOTrainer internals of TRL 1.16 (``_generate`` returning its 8-tuple,
-``_calculate_rewards``, ``_compute_loss``); single process only (Teacher Retirement decides per
+``_calculate_rewards``, ``_compute_loss``, ``_generate_and_score_completions``; checked at
+import); single process only (Teacher Retirement decides per
 group and TRL may split a group across ranks).
 """
 
@@ -308,7 +324,9 @@ class OnePOGRPOTrainer(GRPOTrainer):
                 )
             args.reward_weights = [*weights, float(args.onepo_overlong_penalty_factor)]
             funcs.append(
-                soft_overlong_punishment(int(args.max_completion_length), args.overlong_buffer_len())
+                soft_overlong_punishment(
+                    int(args.max_completion_length), args.overlong_buffer_len()
+                )
             )
             procs = kwargs.get("reward_processing_classes")
             if isinstance(procs, list):
