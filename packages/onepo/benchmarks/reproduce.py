@@ -1,31 +1,49 @@
-"""OnePO's central claim at small scale: SFT-free RL with transient teacher guidance.
+"""OnePO at small scale: SFT-free RL with transient, *imperfect* teacher guidance.
 
-A tiny char-level decoder is pretrained here on embedded English text, then adapted by RL to
-reversed-digit addition ("07+45=" -> "250\\n": the 3-digit sum written ones digit first), where
-the pretrained model's pass@8 is ~0. Teacher = the gold answer. Five arms, equal RL steps
-(rollout batches), paired seeds (same pretrained model, same prompt stream per seed):
+A tiny char-level decoder (2 layers, d = 64) is pretrained here on embedded English text, then
+adapted by RL to string reversal of three digits ("472=" -> "274\\n": the digits reversed,
+then EOS), where the pretrained model's pass@8 is 0. Reward: partial credit, the fraction of
+the 4 answer positions (three digits, EOS) that match, so 1 only for the exact answer.
+
+The teacher is beatable: on a fixed 40% of the 1000 problems (the same for every seed) its
+first answer digit is wrong, so it scores 3/4 there and a student that learned to reverse beats
+it. A persistent teacher keeps pulling the policy toward those wrong digits (the anchoring that
+the paper's Teacher Retirement is for); a retired one does not.
+
+Per seed, 200 of the 1000 strings are held out of RL; greedy accuracy is reported on them
+(never an RL prompt), with the RL problems' accuracy split by whether the teacher is wrong
+there. Arms, equal RL steps (rollout batches), paired seeds
+(same pretrained model, same prompt stream, same split per seed):
 
 - ``grpo``: pure GRPO (verl's dual-clip PPO loss, GRPO advantages), no teacher;
-- ``sft_grpo``: SFT on the gold answers for the first quarter of the steps, then GRPO;
+- ``sft_grpo``: SFT on the teacher's answers for the first quarter of the steps, then GRPO;
 - ``naive``: the teacher replaces a random group member at every step, plain PPO loss;
 - ``luffy``: same injection, LUFFY-style policy shaping on teacher tokens, -A·π/(π+0.1), unclipped;
-- ``onepo``: Teacher Retirement + Adaptive Objective Evolution (`icml26_onepo`);
-- (ablation, ``--arms retire_only``) Teacher Retirement with the plain PPO loss.
+- ``retire_only``: Teacher Retirement with the plain PPO loss (OnePO minus Adaptive Objective
+  Evolution);
+- ``aoe_only``: persistent teacher with the OnePO loss (OnePO minus Teacher Retirement);
+- ``onepo``: Teacher Retirement + Adaptive Objective Evolution (`icml26_onepo`), the paper's
+  constants (floor 0.1, clip 0.2 / 0.28, c = 10, token-mean).
 
-Each step: 8 prompts x 8 rollouts (temperature 1), old log-probs once, then 4 mini-batch updates
-(the official run makes 8 per rollout batch), so a teacher token whose p_old is tiny is clipped by
-plain PPO after the first update (1.28·p_old) while OnePO clips it only at 0.128. Reward:
-(correct digits + terminated) / 4, 1 only for the exact answer. Reported: greedy accuracy on
-held-out problems vs steps, pass@k (k = 1, 2, 4, 8; 8 samples at T = 1), the retirement-rate
-curve of the OnePO arm, and paired-seed differences with 95% t-intervals.
+Each step: 8 prompts x 8 rollouts (temperature 1), old log-probs once, then 8 mini-batch updates
+of 8 rows (OnePO.sh: 128 x 8 rollouts in mini-batches of 16 prompts, 8 updates per rollout), so
+a teacher token with tiny p_old is clipped by plain PPO once its ratio passes 1.28 while OnePO
+clips it only at π = 0.128. Logged: the fraction of low-support (p_old < 0.1, A > 0) teacher
+tokens whose gradient is clipped to zero at update time (``teacher_low_clipped``). Reported:
+held-out greedy accuracy vs steps, pass@k (k = 1, 2, 4, 8; 8 samples at T = 1), greedy accuracy
+on the RL problems split by whether the teacher is wrong there, the retirement-rate curve of
+the OnePO arm, and paired-seed differences with 95% t-intervals and the minimum detectable
+effect (2.8 · paired SD / sqrt(seeds)).
 
 The rollout loop is this file's own (batched sampling of a 4-token answer with a tiny model);
-TRL's generation loop is built for HF models and would dominate the CPU budget. The loss and
+TRL's generation loop is built for HF models and would dominate the CPU budget, and the DAPO
+filter / overlong penalty of `OnePOGRPOTrainer` are not used here (answers have a fixed
+length, and the filter would change the number of generated batches per arm). The loss and
 groups are the package's: `onepo_policy_loss`, `ppo_per_token_loss`, `grpo_advantages`,
 `inject_teacher`.
 
-    python benchmarks/reproduce.py --quick     # 3 seeds x 5 arms x 100 steps
-    python benchmarks/reproduce.py             # 5 seeds x 5 arms x 250 steps
+    python benchmarks/reproduce.py --quick     # 3 seeds x 5 arms x 100 steps (CPU ~100 s)
+    python benchmarks/reproduce.py             # 10 seeds x 7 arms x 100 steps (CPU ~7 min)
 """
 
 from __future__ import annotations
@@ -77,7 +95,7 @@ EOS = "\n"
 CHARS = sorted(set(TEXT) | set(DIGITS) | {"+", "="})
 STOI = {c: i for i, c in enumerate(CHARS)}
 V = len(CHARS)
-PROMPT_LEN, ANS_LEN = 4, 3  # "7+5=" and "21\n"
+PROMPT_LEN, ANS_LEN = 4, 4  # "472=" and "274\n"
 CTX = 32
 
 
@@ -85,8 +103,9 @@ def encode(s: str) -> list[int]:
     return [STOI[c] for c in s]
 
 
-def problem(a: int, b: int) -> tuple[str, str]:
-    return f"{a}+{b}=", f"{a + b:02d}"[::-1] + EOS
+def problem(x: str) -> tuple[str, str]:
+    """A 3-digit string -> (prompt, gold answer): "472" -> ("472=", "274\\n")."""
+    return x + "=", x[::-1] + EOS
 
 
 class Block(nn.Module):
@@ -168,19 +187,52 @@ def response_mask(ans: torch.Tensor) -> torch.Tensor:
 
 
 def reward(ans: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
-    """(correct digits in the 3 positions + EOS at position 3) / 4; 1 only for the exact answer."""
+    """(correct digits in the 3 positions + EOS at position 4) / 4; 1 only for the exact answer."""
     return (ans == gold).float().mean(-1)
 
 
-def make_split(seed: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """All 100 single-digit problems: RL prompts are drawn from them, accuracy is over all."""
-    pairs = [(a, b) for a in range(10) for b in range(10)]
-    return pairs, pairs
+PROBLEMS = [f"{i:03d}" for i in range(1000)]
+N_HELD_OUT = 200  # evaluation-only strings, per seed
+NOISE_FRACTION = 0.4
 
 
-def tensors(pairs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    ps, ans = zip(*(problem(a, b) for a, b in pairs), strict=True)
+def make_split(seed: int) -> tuple[list[str], list[str]]:
+    """RL problems and held-out problems: a per-seed draw of 200 of the 1000 digit strings is
+    evaluation-only (never an RL prompt); the other 800 are the RL prompts."""
+    held = set(np.random.default_rng(10_000 + seed).choice(len(PROBLEMS), N_HELD_OUT, False))
+    train = [x for i, x in enumerate(PROBLEMS) if i not in held]
+    test = [x for i, x in enumerate(PROBLEMS) if i in held]
+    return train, test
+
+
+def noisy_problems() -> dict[str, str]:
+    """A fixed 40% of the 1000 problems (the same for every seed) -> the teacher's wrong first
+    answer digit there (never the right one)."""
+    rng = np.random.default_rng(2026)
+    picked = rng.choice(len(PROBLEMS), int(NOISE_FRACTION * len(PROBLEMS)), replace=False)
+    shift = rng.integers(1, 10, size=len(picked))  # 1..9: a wrong digit
+    return {
+        PROBLEMS[int(i)]: str((int(PROBLEMS[int(i)][-1]) + int(k)) % 10)
+        for i, k in zip(picked, shift, strict=True)
+    }
+
+
+NOISY = noisy_problems()
+
+
+def teacher_answer(x: str) -> str:
+    """The teacher's answer: gold, except the first answer digit on the fixed noisy 40%."""
+    gold = problem(x)[1]
+    return NOISY[x] + gold[1:] if x in NOISY else gold
+
+
+def tensors(xs: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    ps, ans = zip(*(problem(x) for x in xs), strict=True)
     return torch.tensor([encode(p) for p in ps]), torch.tensor([encode(a) for a in ans])
+
+
+def teacher_tensor(xs: list[str]) -> torch.Tensor:
+    return torch.tensor([encode(teacher_answer(x)) for x in xs])
 
 
 @torch.no_grad()
@@ -216,46 +268,57 @@ def luffy_loss(old, logp, adv, resp, teacher, gamma=0.1):  # type: ignore[no-unt
     return aggregate_loss(torch.where(teacher, shaped, ppo), resp)
 
 
+TEACHER_ARMS = ("naive", "luffy", "retire_only", "aoe_only", "onepo")
+RETIRING = ("onepo", "retire_only")
+ONEPO_LOSS = ("onepo", "aoe_only")
+
+
 def run_arm(arm: str, seed: int, init: dict, cfg: dict, train, test) -> dict:  # type: ignore[no-untyped-def]
     torch.manual_seed(seed)
     model = TinyGPT()
     model.load_state_dict(init)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=0.0)
     P, n, K, steps = cfg["prompts"], cfg["n"], cfg["minibatches"], cfg["steps"]
+    floor, clip_high = 0.1, 0.28
     sft_steps = steps // 4 if arm == "sft_grpo" else 0
     data_rng = np.random.default_rng(seed)  # same prompt stream for every arm of a seed
     g = torch.Generator().manual_seed(seed)
     curve, retire = [], []
+    low_tokens = low_clipped = 0
     for step in range(steps):
         idx = data_rng.choice(len(train), P, replace=False)
-        prompts, gold = tensors([train[i] for i in idx])
+        xs = [train[i] for i in idx]
+        prompts, gold = tensors(xs)  # (P, 4), (P, 4)
+        teach = teacher_tensor(xs)  # (P, 4)
         if step % cfg["eval_every"] == 0:
             curve.append((step, greedy_accuracy(model, test)))
-        if step < sft_steps:  # SFT on gold, K updates
+        if step < sft_steps:  # SFT on the teacher's answers, K updates
             for mb in torch.arange(P).chunk(K):
-                loss = -answer_logp(model, prompts[mb], gold[mb]).mean()
+                loss = -answer_logp(model, prompts[mb], teach[mb]).mean()
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
             continue
         rp, rg = prompts.repeat_interleave(n, 0), gold.repeat_interleave(n, 0)  # (B, ·)
+        rt = teach.repeat_interleave(n, 0)  # (B, A)
         ans = sample(model, rp, False, g)  # (B, A)
         r = reward(ans, rg)
         teacher_rows = torch.zeros(P * n, dtype=torch.bool)
-        if arm in ("naive", "luffy", "onepo", "retire_only"):
-            t_reward = reward(gold, gold)  # 1.0: scored by the same reward
-            if arm in ("onepo", "retire_only"):
+        if arm in TEACHER_ARMS:
+            t_reward = reward(teach, gold)  # 1 or 3/4: scored by the same reward
+            if arm in RETIRING:
                 res = inject_teacher(r, t_reward, n, seed=seed * 100_003 + step)
                 retire.append(res.retirement_rate)
                 rows = [x for x in res.rows if x >= 0]
                 r = res.rewards
-            else:  # persistent teacher: always injected
-                rows = [int(data_rng.integers(gi * n, gi * n + n)) for gi in range(P)]
+            else:  # persistent teacher: always injected (own RNG: the prompt stream stays paired)
+                row_rng = np.random.default_rng(seed * 100_003 + step)
+                rows = [int(row_rng.integers(gi * n, gi * n + n)) for gi in range(P)]
                 r = r.clone()
                 r[rows] = t_reward[[x // n for x in rows]]
             teacher_rows[rows] = True
             ans = ans.clone()
-            ans[rows] = rg[rows]
+            ans[rows] = rt[rows]
         adv = grpo_advantages(r, n)
         resp = response_mask(ans)
         teacher = resp & teacher_rows[:, None]
@@ -264,7 +327,17 @@ def run_arm(arm: str, seed: int, init: dict, cfg: dict, train, test) -> dict:  #
         perm = torch.randperm(P * n, generator=g)
         for mb in perm.chunk(K):
             logp = answer_logp(model, rp[mb], ans[mb])
-            if arm == "onepo":
+            with torch.no_grad():  # low-support teacher tokens whose gradient is clipped to 0
+                low = teacher[mb] & (old[mb].exp() < floor) & (adv[mb] > 0)[:, None]
+                if arm in ONEPO_LOSS:  # absolute trust region: π > f(1 + ε_high)
+                    clipped = logp.exp() > floor * (1 + clip_high)
+                elif arm == "luffy":  # unclipped shaping
+                    clipped = torch.zeros_like(low)
+                else:  # plain PPO: ratio > 1 + ε_high
+                    clipped = (logp - old[mb]).exp() > 1 + clip_high
+                low_tokens += int(low.sum())
+                low_clipped += int((low & clipped).sum())
+            if arm in ONEPO_LOSS:
                 loss, _ = onepo_policy_loss(old[mb], logp, adv[mb], resp[mb], teacher[mb])
             elif arm == "luffy":
                 loss = luffy_loss(
@@ -276,8 +349,19 @@ def run_arm(arm: str, seed: int, init: dict, cfg: dict, train, test) -> dict:  #
             loss.backward()
             opt.step()
     final = evaluate(model, test, seed)
+    noisy = [p for p in train if p in NOISY]
+    clean = [p for p in train if p not in NOISY]
+    final["train_acc_teacher_wrong"] = greedy_accuracy(model, tensors(noisy))
+    final["train_acc_teacher_right"] = greedy_accuracy(model, tensors(clean))
     curve.append((steps, final["greedy_acc"]))
-    return {"curve": curve, "final": final, "retirement": retire}
+    final["auc"] = float(np.mean([acc for _, acc in curve]))  # mean held-out acc over the run
+    return {
+        "curve": curve,
+        "final": final,
+        "retirement": retire,
+        "teacher_low_tokens": low_tokens,
+        "teacher_low_clipped": low_clipped / low_tokens if low_tokens else None,
+    }
 
 
 def ci95(x: list[float]) -> tuple[float, float, float]:
@@ -290,37 +374,54 @@ def ci95(x: list[float]) -> tuple[float, float, float]:
     return m, m - h, m + h
 
 
-ARMS = ("grpo", "sft_grpo", "naive", "luffy", "onepo")
+ARMS = ("grpo", "sft_grpo", "naive", "luffy", "retire_only", "aoe_only", "onepo")
+QUICK_ARMS = ("grpo", "sft_grpo", "naive", "retire_only", "onepo")
+
+
+def paired(a: list[dict], b: list[dict], key: str = "greedy_acc") -> dict[str, float]:
+    """OnePO − arm over paired seeds: mean, 95% t-interval, SD, MDE = 2.8 · SD / sqrt(n)."""
+    d = [x["final"][key] - y["final"][key] for x, y in zip(a, b, strict=True)]
+    m, lo, hi = ci95(d)
+    sd = float(np.std(d, ddof=1)) if len(d) > 1 else float("nan")
+    return {"mean": m, "lo": lo, "hi": hi, "sd": sd, "mde": 2.8 * sd / math.sqrt(len(d))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seeds", type=int, default=None)
+    ap.add_argument("--seed0", type=int, default=0, help="first seed (to extend a run)")
     ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--arms", default=",".join(ARMS), help=f"subset of {ARMS} and 'retire_only'")
-    ap.add_argument("--tag", default=None, help="write reproduce_<tag>.json (ablations)")
+    ap.add_argument("--arms", default=None, help=f"subset of {ARMS}")
+    ap.add_argument("--tag", default=None, help="write reproduce_<tag>.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.perf_counter()
+    c0 = time.process_time()
     cfg = dict(
         prompts=8,
         n=8,
-        minibatches=4,
+        minibatches=8,
         lr=2e-3,
-        steps=args.steps or (100 if args.quick else 250),
+        steps=args.steps or 100,
         eval_every=10,
         pretrain_steps=300,
+        noise_fraction=NOISE_FRACTION,
+        held_out_problems=N_HELD_OUT,
     )
-    n_seeds = args.seeds or (3 if args.quick else 5)
-    arms = args.arms.split(",")
+    n_seeds = args.seeds or (3 if args.quick else 10)
+    arms = (args.arms or ",".join(QUICK_ARMS if args.quick else ARMS)).split(",")
+    bad = [a for a in arms if a not in ARMS]
+    if bad:
+        raise SystemExit(f"unknown arms {bad}; choose from {ARMS}")
     init = pretrain(0, cfg["pretrain_steps"])  # one pretrained model, shared by all arms and seeds
     runs: dict[str, list[dict]] = {a: [] for a in arms}
     base = None
-    for seed in range(n_seeds):
+    seeds = list(range(args.seed0, args.seed0 + n_seeds))
+    for seed in seeds:
         train, test_pairs = make_split(seed)
         test = tensors(test_pairs)
-        if seed == 0:
+        if base is None:
             m = TinyGPT()
             m.load_state_dict(init)
             base = evaluate(m, test, 0)
@@ -329,68 +430,83 @@ def main() -> None:
             print(
                 arm,
                 seed,
-                runs[arm][-1]["final"],
+                {k: round(v, 3) for k, v in runs[arm][-1]["final"].items()},
+                runs[arm][-1]["teacher_low_clipped"],
                 f"{time.perf_counter() - t0:.1f}s",
                 file=sys.stderr,
             )
-    summary = {}
+    summary: dict[str, dict] = {}
     for arm in arms:
         finals = [r["final"] for r in runs[arm]]
         summary[arm] = {k: ci95([f[k] for f in finals]) for k in finals[0]}
         curves = np.array([[acc for _, acc in r["curve"]] for r in runs[arm]])
         summary[arm]["curve_steps"] = [s for s, _ in runs[arm][0]["curve"]]
         summary[arm]["curve_mean"] = curves.mean(0).round(4).tolist()
-    full = {"config": cfg, "seeds": n_seeds, "base_model": base, "summary": summary, "runs": runs}
+        clipped = [
+            r["teacher_low_clipped"] for r in runs[arm] if r["teacher_low_clipped"] is not None
+        ]
+        summary[arm]["teacher_low_clipped"] = float(np.mean(clipped)) if clipped else None
+    full: dict = {
+        "config": cfg,
+        "seeds": n_seeds,
+        "seed_list": seeds,
+        "base_model": base,
+        "noisy_problems": len(NOISY),
+        "summary": summary,
+        "runs": runs,
+    }
     if "onepo" in runs and runs["onepo"][0]["retirement"]:
         rates = np.array([r["retirement"] for r in runs["onepo"]])
         full["retirement_curve_mean"] = rates.mean(0).round(4).tolist()
+    diffs: dict[str, dict[str, float]] = {}
     if "onepo" in arms:
-        diffs = {}
         for other in arms:
-            if other == "onepo":
-                continue
-            d = [
-                a["final"]["greedy_acc"] - b["final"]["greedy_acc"]
-                for a, b in zip(runs["onepo"], runs[other])
-            ]
-            diffs[other] = ci95(d)
+            if other != "onepo":
+                diffs[other] = paired(runs["onepo"], runs[other])
         full["paired_diff_onepo_minus"] = diffs
+        for key in ("auc", "train_acc_teacher_wrong"):
+            full[f"paired_diff_onepo_minus_{key}"] = {
+                o: paired(runs["onepo"], runs[o], key) for o in arms if o != "onepo"
+            }
     seconds = time.perf_counter() - t0
     full["seconds"] = seconds
+    full["cpu_seconds"] = time.process_time() - c0
     name = (
         f"reproduce_{args.tag}" if args.tag else ("reproduce_quick" if args.quick else "reproduce")
     )
     out = HERE / f"{name}.json"
     out.write_text(json.dumps(full, indent=1))
-    if all(a in summary for a in ARMS):
+    needed = ("grpo", "sft_grpo", "naive", "retire_only", "onepo")
+    if all(a in summary for a in needed):
 
         def acc(arm: str) -> float:
             return float(summary[arm]["greedy_acc"][0])
 
+        def fd(d: dict[str, float]) -> str:
+            return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+
         assert base is not None
-        ours = summary["onepo"]["greedy_acc"][0]
-        best = max(
-            ("grpo", "sft_grpo", "luffy", "naive"),
-            key=lambda a: summary[a]["greedy_acc"][0] if a in summary else -1,
-        )
-        baseline = summary[best]["greedy_acc"][0]
+        ours = acc("onepo")
+        best = max((a for a in arms if a != "onepo"), key=acc)
+        baseline = acc(best)
         print(
             json.dumps(
                 {
                     "package": "onepo",
                     "claim": (
-                        "OnePO vs the strongest other arm at equal RL steps, greedy exact-match "
-                        "accuracy on 100 reversed-sum problems from a text-pretrained tiny decoder "
-                        f"(base pass@8 {base['pass@8']:.2f}); OnePO - {best} "
-                        f"{diffs[best][0]:+.3f} [{diffs[best][1]:+.3f}, {diffs[best][2]:+.3f}] "
+                        "OnePO vs the strongest other arm at equal RL steps, held-out greedy "
+                        "exact-match accuracy on 200 unseen 3-digit reversal problems, tiny text-pretrained "
+                        f"decoder (base pass@8 {base['pass@8']:.2f}), teacher wrong on a fixed "
+                        f"40% of problems; OnePO - {best} {fd(diffs[best])}, OnePO - naive "
+                        f"{fd(diffs['naive'])}, OnePO - retire_only {fd(diffs['retire_only'])} "
                         f"over {n_seeds} paired seeds; SFT->GRPO {acc('sft_grpo'):.3f}, "
-                        f"pure GRPO {acc('grpo'):.3f}, LUFFY-style {acc('luffy'):.3f}"
+                        f"pure GRPO {acc('grpo'):.3f}"
                     ),
                     "paper": "HealthBench 67.2 vs SFT+RL 64.5 (+2.7) and pure RL 59.8 (+7.4)",
                     "ours": round(ours, 4),
                     "baseline": round(baseline, 4),
                     "ratio": round(ours / baseline, 4) if baseline > 0 else None,
-                    "pure_rl": round(summary["grpo"]["greedy_acc"][0], 4),
+                    "pure_rl": round(acc("grpo"), 4),
                     "seconds": round(seconds, 1),
                 }
             )

@@ -7,6 +7,7 @@ EXPECTED_ALL = [
     "AGG_MODES",
     "InjectionResult",
     "OnePOTokenLoss",
+    "OpenAITeacher",
     "RetirementController",
     "__version__",
     "aggregate_loss",
@@ -22,7 +23,11 @@ EXPECTED_ALL = [
     "reward_at_last_token",
     "teacher_mask_context",
 ]
-TRL_NAMES = ["OnePOConfig", "OnePOGRPOTrainer"]  # icml26_onepo.trl, need the [trl] extra
+TRL_NAMES = [
+    "OnePOConfig",
+    "OnePOGRPOTrainer",
+    "soft_overlong_punishment",
+]  # icml26_onepo.trl, need the [trl] extra
 
 
 def test_public_api_is_pinned():

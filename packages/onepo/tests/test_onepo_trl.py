@@ -138,7 +138,9 @@ def test_teacher_injected_through_rollout_hook(tmp_path, char_tokenizer, tiny_lm
         calls.append(list(completions))
         return exact_match(completions, answer)
 
-    tr = _onepo(tmp_path, char_tokenizer, tiny_lm, reward, onepo_seed=7)
+    tr = _onepo(
+        tmp_path, char_tokenizer, tiny_lm, reward, onepo_seed=7, onepo_overlong_penalty=False
+    )
     tr.current_gradient_accumulation_steps = 1
     tiny_lm.train()
     torch.manual_seed(0)
@@ -205,7 +207,12 @@ def test_replacement_rows_are_seeded_seed_plus_global_step(tmp_path, char_tokeni
 
 def test_tie_retires_teacher(tmp_path, char_tokenizer, tiny_lm):
     tr = _onepo(
-        tmp_path, char_tokenizer, tiny_lm, lambda completions, **kw: [1.0] * len(completions)
+        tmp_path,
+        char_tokenizer,
+        tiny_lm,
+        lambda completions, **kw: [1.0] * len(completions),
+        onepo_filter_groups=False,
+        onepo_overlong_penalty=False,  # else long students score below the short teacher
     )
     tiny_lm.train()
     out = tr._generate_and_score_completions(_rows(_dataset()))
@@ -252,3 +259,248 @@ def test_trl_internals_are_checked_by_signature():
 
     with pytest.raises(ImportError, match="_compute_loss"):
         check_trl_internals(Gone)
+
+
+# ---------------------------------------------------------------- DAPO filter, overlong penalty
+CONSTANT_PROMPT = PROBLEMS[0][0]  # "12+7=": every completion of it scores 0.5
+
+
+def alternating(completions, prompts, **kwargs):
+    """0.5 for every completion of CONSTANT_PROMPT; 0, 1, 0, 1 … within any other group."""
+    return [0.5 if p == CONSTANT_PROMPT else float(i % 2) for i, p in enumerate(prompts)]
+
+
+def _eos_head(model, tok, eos_logit):
+    """Replace the LM head: logits 0 for every token but EOS (``eos_logit``), whatever the input."""
+    head = torch.nn.Linear(model.lm_head.in_features, model.lm_head.out_features)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()
+        head.bias[tok.eos_token_id] = eos_logit
+    model.lm_head = head
+
+
+def _prompts(tok, out):
+    return [tok.decode(r, skip_special_tokens=True) for r in out["prompt_ids"]]
+
+
+@pytest.mark.timeout(300)
+def test_dapo_filter_drops_constant_groups_from_the_gradient(tmp_path, char_tokenizer, tiny_lm):
+    """OnePO.sh's filter_groups: a group whose rewards are all equal is dropped and replaced by
+    a regenerated group; the loss (token mean) runs over the kept groups' tokens only."""
+    tr = _onepo(
+        tmp_path,
+        char_tokenizer,
+        tiny_lm,
+        alternating,
+        onepo_teacher_enabled=False,
+        onepo_overlong_penalty=False,
+    )
+    assert tr.args.onepo_filter_groups and tr.args.onepo_max_num_gen_batches == 20  # defaults
+    tr.current_gradient_accumulation_steps = 1
+    tiny_lm.train()
+    torch.manual_seed(0)
+    rows = _rows(_dataset())  # groups: CONSTANT_PROMPT, "3+4="
+    out = tr._generate_and_score_completions(rows)
+    prompts = _prompts(char_tokenizer, out)
+    assert len(prompts) == 2 * N_GEN  # the generation batch is refilled to its G groups
+    assert CONSTANT_PROMPT not in prompts, prompts
+    assert prompts[:N_GEN] == ["3+4="] * N_GEN  # the kept group of the first batch comes first
+    adv = out["advantages"].view(2, N_GEN)
+    assert (adv.abs() > 0.5).all()  # every kept group has a nonzero reward spread
+    assert tr._metrics["train"]["onepo/num_gen_batches"][-1] >= 2
+    mask = out["completion_mask"].float()
+    assert int(out["num_items_in_batch"]) == int(mask.sum())
+    # gradient of the trainer's loss = gradient of -Σ A·r / Σ mask over the kept rows (on-policy)
+    loss = tr.compute_loss(tiny_lm, dict(out))
+    loss.backward()
+    got = [p.grad.clone() for p in tiny_lm.parameters()]
+    tiny_lm.zero_grad()
+    logps, _, _ = tr._get_per_token_logps_and_entropies(
+        tiny_lm,
+        torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
+        torch.cat([out["prompt_mask"], out["completion_mask"]], 1),
+        out["completion_ids"].size(1),
+    )
+    ratio = torch.exp(logps - logps.detach())
+    ref = -(out["advantages"][:, None] * ratio * mask).sum() / mask.sum()
+    ref.backward()
+    for g, p in zip(got, tiny_lm.parameters(), strict=True):
+        scale = float(p.grad.abs().max()) + 1e-12
+        torch.testing.assert_close(g, p.grad, rtol=1e-5, atol=1e-6 * scale)
+
+
+@pytest.mark.timeout(300)
+def test_dapo_filter_gives_up_after_max_num_gen_batches(tmp_path, char_tokenizer, tiny_lm):
+    calls = []
+
+    def constant(completions, **kwargs):
+        calls.append(len(completions))
+        return [1.0] * len(completions)
+
+    tr = _onepo(
+        tmp_path,
+        char_tokenizer,
+        tiny_lm,
+        constant,
+        onepo_teacher_enabled=False,
+        onepo_max_num_gen_batches=3,
+    )
+    tiny_lm.train()
+    with pytest.raises(ValueError, match="onepo_max_num_gen_batches=3"):
+        tr._generate_and_score_completions(_rows(_dataset()))
+    assert calls == [2 * N_GEN] * 3  # three generation batches, then refused
+    off = _onepo(
+        tmp_path,
+        char_tokenizer,
+        tiny_lm,
+        constant,
+        onepo_filter_groups=False,
+        onepo_teacher_enabled=False,
+    )
+    out = off._generate_and_score_completions(_rows(_dataset()))
+    assert out["completion_ids"].shape[0] == 2 * N_GEN and (out["advantages"] == 0).all()
+    with pytest.raises(ValueError, match="onepo_filter_groups_metric"):
+        _onepo(tmp_path, char_tokenizer, tiny_lm, constant, onepo_filter_groups_metric="pass")
+
+
+@pytest.mark.timeout(300)
+def test_overlong_penalty_shapes_the_reward(tmp_path, char_tokenizer, tiny_lm):
+    """DAPO soft overlong punishment (OnePO.sh: on, factor 0.6): with L_max = 6 and a buffer
+    of 4, a completion of L tokens gains 0.6 · min(-(L - 2) / 4, 0) on top of its reward."""
+    tr = _onepo(
+        tmp_path,
+        char_tokenizer,
+        tiny_lm,
+        lambda completions, **kw: [0.0] * len(completions),
+        max_completion_length=6,
+        onepo_overlong_buffer_len=4,
+        onepo_teacher_enabled=False,
+        onepo_filter_groups=False,
+    )
+    assert tr.args.onepo_overlong_penalty and tr.args.onepo_overlong_penalty_factor == 0.6
+    _eos_head(tiny_lm, char_tokenizer, 3.1)  # P(EOS) ~ 0.3 per token: lengths 1 … 6
+    tiny_lm.train()
+    torch.manual_seed(0)
+    out = tr._generate_and_score_completions(_rows(_dataset()))
+    lengths = out["completion_mask"].sum(-1).double()  # (B,) tokens incl. EOS
+    assert (lengths <= 2).any() and ((lengths > 2) & (lengths < 6)).any() and (lengths == 6).any()
+    want = [0.6 * min(-(float(L) - 2.0) / 4.0, 0.0) for L in lengths]
+    got = float(np.mean(tr._metrics["train"]["reward"]))
+    assert got == pytest.approx(float(np.mean(want)), rel=1e-6, abs=1e-9)
+    assert got < 0
+    r = torch.tensor(want, dtype=torch.float64).view(2, N_GEN)
+    adv = ((r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-4)).flatten()
+    torch.testing.assert_close(out["advantages"].double(), adv, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.timeout(300)
+def test_overlong_penalty_enters_the_teacher_decision(tmp_path, char_tokenizer, tiny_lm):
+    """The teacher is scored by the same (penalised) reward: a correct but overlong teacher
+    (8 tokens, reward 1 - 0.6 = 0.4) loses to students that stop at once (reward 0.5)."""
+    _eos_head(tiny_lm, char_tokenizer, 30.0)  # every student emits EOS first
+    ds = datasets.Dataset.from_dict(
+        {
+            "prompt": [p for p, _ in PROBLEMS],
+            "answer": [a for _, a in PROBLEMS],
+            "teacher": [a + "      " for _, a in PROBLEMS],  # 8 tokens + EOS -> truncated at 8
+        }
+    )
+
+    def reward(completions, answer, **kwargs):
+        return [1.0 if c.strip() == a else 0.5 for c, a in zip(completions, answer, strict=True)]
+
+    def make(**kw):
+        return OnePOGRPOTrainer(
+            model=tiny_lm,
+            reward_funcs=reward,
+            args=OnePOConfig(
+                **_common(
+                    tmp_path,
+                    max_completion_length=8,
+                    onepo_overlong_buffer_len=4,
+                    onepo_filter_groups=False,
+                    **kw,
+                )
+            ),
+            train_dataset=ds,
+            processing_class=char_tokenizer,
+        )
+
+    tiny_lm.train()
+    rows = [dict(ds[i]) for i in range(2) for _ in range(N_GEN)]
+    torch.manual_seed(0)
+    on = make()
+    on._generate_and_score_completions(rows)
+    assert on._metrics["train"]["onepo/retirement_rate"] == [1.0]
+    torch.manual_seed(0)
+    off = make(onepo_overlong_penalty=False)
+    off._generate_and_score_completions(rows)
+    assert off._metrics["train"]["onepo/retirement_rate"] == [0.0]
+
+
+@pytest.mark.timeout(120)
+def test_online_teacher_fills_missing_teacher_cells(tmp_path, char_tokenizer, tiny_lm):
+    """A group with no cached teacher asks the OpenAI-compatible endpoint (loopback here)."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    gold = dict(PROBLEMS)
+    asked = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = req["messages"][-1]["content"]
+            asked.append(prompt)
+            data = json.dumps({"choices": [{"message": {"content": gold[prompt]}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        ds = (
+            _dataset()
+            .remove_columns("teacher")
+            .add_column("teacher", [None, "", PROBLEMS[2][1], None])
+        )
+        tr = OnePOGRPOTrainer(
+            model=tiny_lm,
+            reward_funcs=exact_match,
+            args=OnePOConfig(
+                **_common(
+                    tmp_path,
+                    onepo_teacher_api_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1",
+                    onepo_teacher_timeout=10.0,
+                    onepo_overlong_penalty=False,
+                    onepo_filter_groups=False,
+                    onepo_seed=7,
+                )
+            ),
+            train_dataset=ds,
+            processing_class=char_tokenizer,
+        )
+        tiny_lm.train()
+        torch.manual_seed(0)
+        out = tr._generate_and_score_completions(
+            [dict(ds[i]) for i in (0, 1) for _ in range(N_GEN)]
+        )
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+    assert sorted(asked) == sorted([PROBLEMS[0][0], PROBLEMS[1][0]])  # None, "" go online
+    rng = np.random.default_rng(7)
+    want = [int(rng.integers(0, N_GEN)), int(rng.integers(N_GEN, 2 * N_GEN))]
+    assert out["teacher_mask"].any(-1).nonzero().flatten().tolist() == want
+    for r, (_, ans) in zip(want, PROBLEMS[:2], strict=True):
+        ids = [*char_tokenizer.encode(ans, add_special_tokens=False), char_tokenizer.eos_token_id]
+        assert out["completion_ids"][r, : len(ids)].tolist() == ids

@@ -42,3 +42,17 @@ def test_trl_quickstart_runs(tmp_path, monkeypatch):
 @pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="verl is not installed")
 def test_verl_registration_runs():  # pragma: no cover - verl is not in the lock
     exec(compile(_blocks()[2].split("# in your actor")[0], "README-verl", "exec"), {})
+
+
+def test_readme_results_match_the_benchmark_json(capsys):
+    """The README's results tables are `benchmarks/table.py`'s output on the committed JSON."""
+    table = Path(__file__).resolve().parents[1] / "benchmarks" / "table.py"
+    if not (table.exists() and README.exists()):
+        pytest.skip("needs the source checkout (benchmarks/ and README.md)")
+    spec = importlib.util.spec_from_file_location("onepo_table", table)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main("reproduce")
+    out = capsys.readouterr().out.strip()
+    assert out in README.read_text(), "README results differ from benchmarks/table.py output"

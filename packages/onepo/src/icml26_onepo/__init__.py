@@ -3,7 +3,7 @@
 Chen, Xie, Li and Wang, "OnePO: Direct One-stage Policy Optimization for SFT-free Domain
 Adaptation", ICML 2026 (HuatuoGPT-3). `onepo_policy_loss` is Adaptive Objective
 Evolution on verl's dual-clip PPO; `inject_teacher` / `RetirementController` are Teacher
-Retirement. The TRL names live in `icml26_onepo.trl` (`OnePOConfig`, `OnePOGRPOTrainer`, the
+Retirement; `OpenAITeacher` asks an OpenAI-compatible endpoint for teacher outputs. The TRL names live in `icml26_onepo.trl` (`OnePOConfig`, `OnePOGRPOTrainer`, the
 `[trl]` extra); they are also reachable lazily as attributes here, outside `__all__` so that
 a bare install imports every public name.
 """
@@ -32,6 +32,7 @@ from .loss import (
     ppo_per_token_loss,
     teacher_mask_context,
 )
+from .teacher import OpenAITeacher
 
 if TYPE_CHECKING:
     from .trl import OnePOConfig as OnePOConfig
@@ -43,6 +44,7 @@ __all__ = [
     "AGG_MODES",
     "InjectionResult",
     "OnePOTokenLoss",
+    "OpenAITeacher",
     "RetirementController",
     "__version__",
     "aggregate_loss",

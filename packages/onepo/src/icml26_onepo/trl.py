@@ -2,8 +2,8 @@
 
 Install with the `[trl]` extra. The dataset is TRL's own format (a ``prompt`` column, standard
 or conversational) plus a teacher column (``teacher`` by default: the teacher completion as a
-string, or an assistant message list), and the reward functions are TRL's. Two methods of
-GRPOTrainer change, everything else (generation, vLLM, reward functions, advantages, logging)
+string, or an assistant message list), and the reward functions are TRL's. Three methods of
+GRPOTrainer change (``_generate_and_score_completions`` for the DAPO filter below), everything else (generation, vLLM, reward functions, advantages, logging)
 is TRL's:
 
 - ``_generate`` (TRL's rollout hook): after the students are sampled, the teacher completion of
@@ -16,28 +16,47 @@ is TRL's:
   aggregated as the configured ``loss_type``. With no teacher token it equals GRPOTrainer's
   loss for ``loss_type`` in {dapo, bnpo, grpo, dr_grpo} and ``delta`` = the dual-clip c.
 
+OnePO.sh's DAPO recipe is on by default, as in the official script:
+
+- ``onepo_filter_groups`` (dynamic sampling, ``filter_groups.metric=acc``,
+  ``max_num_gen_batches=20``): after teacher injection and scoring, prompt groups whose metric
+  is constant are dropped and another generation batch is drawn until G groups are kept (then
+  ValueError, as verl). Deviation: the refill prompts are drawn uniformly (seeded) from the
+  train dataset, not the next dataloader batch;
+- ``onepo_overlong_penalty`` (``overlong_buffer`` 4000 of 8000 tokens, factor 0.6): TRL's
+  ``get_soft_overlong_punishment`` joins the reward functions with weight 0.6, so students and
+  teachers get ``min(−(L − (L_max − L_buf)) / L_buf · 0.6, 0)``; the ``acc`` filter metric is
+  the user's rewards without it. The buffer defaults to half of ``max_completion_length``.
+
+``onepo_teacher_api_url`` asks an OpenAI-compatible endpoint (`icml26_onepo.OpenAITeacher`)
+for the prompts whose teacher cell is empty.
+
     from icml26_onepo.trl import OnePOConfig, OnePOGRPOTrainer
     args = OnePOConfig(output_dir="out", num_generations=8)   # official clip 0.2/0.28, c=10
     trainer = OnePOGRPOTrainer(model=model_id, reward_funcs=reward, args=args, train_dataset=ds)
 
 Relies on GRPOTrainer internals of TRL 1.16 (``_generate`` returning its 8-tuple,
-``_calculate_rewards``, ``_compute_loss``); single process only (Teacher Retirement decides per
+``_calculate_rewards``, ``_compute_loss``, ``_generate_and_score_completions``; checked at
+import); single process only (Teacher Retirement decides per
 group and TRL may split a group across ranks).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from .groups import RetirementController, inject_teacher
+from .groups import RetirementController, dapo_keep_groups, inject_teacher
 from .loss import onepo_per_token_loss
+from .teacher import OpenAITeacher
 
-__all__ = ["OnePOConfig", "OnePOGRPOTrainer"]
+__all__ = ["OnePOConfig", "OnePOGRPOTrainer", "soft_overlong_punishment"]
 
 SUPPORTED_LOSS_TYPES = ("dapo", "bnpo", "grpo", "dr_grpo")
 
@@ -121,6 +140,62 @@ class OnePOConfig(GRPOConfig):
     onepo_plateau_min_retirement_rate: float = field(
         default=0.9, metadata={"help": "Min retirement rate of every step in the window."}
     )
+    onepo_teacher_api_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "OpenAI-compatible endpoint asked for the teacher of a prompt whose teacher "
+            "cell is empty (OnePO.sh TEACHER_API_URL; None: cached teachers only)."
+        },
+    )
+    onepo_teacher_model: str = field(
+        default="gpt-5.4", metadata={"help": "Teacher model name (OnePO.sh TEACHER_MODEL)."}
+    )
+    onepo_teacher_max_tokens: int = field(default=8192, metadata={"help": "Teacher max_tokens."})
+    onepo_teacher_timeout: float = field(
+        default=180.0, metadata={"help": "Seconds per teacher request (OnePO.sh: 180)."}
+    )
+    onepo_teacher_max_retries: int = field(
+        default=3, metadata={"help": "Attempts per teacher request (OnePO.sh: 3)."}
+    )
+    onepo_teacher_max_concurrency: int = field(
+        default=64, metadata={"help": "Concurrent teacher requests (OnePO.sh: 64)."}
+    )
+    onepo_filter_groups: bool = field(
+        default=True,
+        metadata={
+            "help": "DAPO dynamic sampling (OnePO.sh filter_groups.enable=True): drop prompt groups "
+            "whose filter metric is constant and regenerate until the generation batch is full."
+        },
+    )
+    onepo_filter_groups_metric: str = field(
+        default="acc",
+        metadata={
+            "help": "'acc': weighted sum of the user's reward functions (before the overlong "
+            "penalty, OnePO.sh's metric); 'reward': total reward incl. the penalty (verl's "
+            "seq_final_reward); or the name of one reward function."
+        },
+    )
+    onepo_max_num_gen_batches: int = field(
+        default=20,
+        metadata={"help": "Most generation batches per step (OnePO.sh: 20; <= 0: unlimited)."},
+    )
+    onepo_overlong_penalty: bool = field(
+        default=True,
+        metadata={
+            "help": "DAPO soft overlong punishment added to the reward "
+            "(OnePO.sh overlong_buffer.enable=True)."
+        },
+    )
+    onepo_overlong_buffer_len: int | None = field(
+        default=None,
+        metadata={
+            "help": "Overlong buffer in tokens (OnePO.sh: 4000 of 8000; None: half of "
+            "max_completion_length, the same ratio)."
+        },
+    )
+    onepo_overlong_penalty_factor: float = field(
+        default=0.6, metadata={"help": "Overlong penalty factor (OnePO.sh: 0.6)."}
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -128,6 +203,27 @@ class OnePOConfig(GRPOConfig):
             raise ValueError(f"`onepo_floor` must be in (0, 1), got {self.onepo_floor}")
         if self.delta is not None and not self.delta > 1.0:
             raise ValueError(f"`delta` (dual-clip c) must be > 1 or None, got {self.delta}")
+        if not (
+            math.isfinite(self.onepo_overlong_penalty_factor)
+            and self.onepo_overlong_penalty_factor >= 0
+        ):
+            raise ValueError(
+                "`onepo_overlong_penalty_factor` must be finite and >= 0, got "
+                f"{self.onepo_overlong_penalty_factor}"
+            )
+        if self.onepo_overlong_penalty:
+            buf = self.overlong_buffer_len()
+            if not 0 < buf <= int(self.max_completion_length or 0):
+                raise ValueError(
+                    f"`onepo_overlong_buffer_len` must be in (0, max_completion_length="
+                    f"{self.max_completion_length}], got {buf}"
+                )
+
+    def overlong_buffer_len(self) -> int:
+        """The overlong buffer in tokens: the set value, or half of ``max_completion_length``."""
+        if self.onepo_overlong_buffer_len is not None:
+            return int(self.onepo_overlong_buffer_len)
+        return max(int(self.max_completion_length or 0) // 2, 1)
 
 
 def _teacher_text(value: Any) -> str | None:
@@ -144,6 +240,61 @@ def _teacher_text(value: Any) -> str | None:
     )
 
 
+def soft_overlong_punishment(max_completion_len: int, buffer_len: int) -> Any:
+    """DAPO's soft overlong punishment as a TRL reward function (``completion_ids`` → list).
+
+    ``trl.rewards.get_soft_overlong_punishment`` where the installed TRL has it (it returns
+    ``(L_max − L_buf − L) / L_buf`` inside the buffer, 0 before it); else the same law from
+    `icml26_onepo.overlong_penalty` with factor 1. The trainer weights it by
+    ``onepo_overlong_penalty_factor``, so the reward gains verl's
+    ``min(−(L − (L_max − L_buf)) / L_buf · factor, 0)``.
+    """
+    try:
+        from trl.rewards import get_soft_overlong_punishment
+    except ImportError:  # an older TRL: the package's utility, same law
+        from .groups import overlong_penalty
+
+        def soft_overlong_punishment_reward(completion_ids: list, **kwargs: Any) -> list[float]:
+            lengths = torch.tensor([len(ids) for ids in completion_ids])
+            pen = overlong_penalty(
+                lengths, max_completion_len, buffer_length=buffer_len, penalty_factor=1.0
+            )
+            return [float(x) for x in pen]
+
+        return soft_overlong_punishment_reward
+    return get_soft_overlong_punishment(max_completion_len, buffer_len)
+
+
+# Keys of GRPOTrainer's generation batch that `_concat_groups` knows how to join, with the side
+# and value they are padded with (None: the tokenizer's pad id).
+_LEFT_PADDED = {"prompt_ids": None, "prompt_mask": 0}
+_RIGHT_PADDED = {
+    "completion_ids": None,
+    "completion_mask": 0,
+    "old_per_token_logps": 0.0,
+    "ref_per_token_logps": 0.0,
+    "sampling_per_token_logps": 0.0,
+    "importance_sampling_ratio": 0.0,
+    "tool_mask": 1,
+    "teacher_mask": False,
+}
+
+
+def _pad_cat(parts: list[torch.Tensor], value: float | int | bool, left: bool) -> torch.Tensor:
+    """Concatenate ``(B_i, T_i)`` tensors along rows, padding columns to ``max T_i``."""
+    if parts[0].dim() == 1:
+        return torch.cat(parts)
+    width = max(p.shape[1] for p in parts)
+    out = []
+    for p in parts:
+        extra = width - p.shape[1]
+        if extra:
+            pad = p.new_full((p.shape[0], extra), value)
+            p = torch.cat([pad, p] if left else [p, pad], dim=1)
+        out.append(p)
+    return torch.cat(out)
+
+
 class OnePOGRPOTrainer(GRPOTrainer):
     """`trl.GRPOTrainer` running One-stage Policy Optimization.
 
@@ -155,11 +306,39 @@ class OnePOGRPOTrainer(GRPOTrainer):
 
     args: OnePOConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if not isinstance(self.args, OnePOConfig):
-            raise TypeError(f"`args` must be a OnePOConfig, got {type(self.args).__name__}")
+    def __init__(
+        self, model: Any, reward_funcs: Any = None, args: Any = None, *rest: Any, **kwargs: Any
+    ) -> None:
+        if not isinstance(args, OnePOConfig):
+            raise TypeError(f"`args` must be a OnePOConfig, got {type(args).__name__}")
+        funcs = list(reward_funcs) if isinstance(reward_funcs, list) else [reward_funcs]
+        self._onepo_n_user_funcs = len(funcs)
+        if args.onepo_overlong_penalty:
+            # DAPO overlong shaping as one more reward function weighted by the penalty factor
+            # (verl adds it to the score; `acc` stays unpenalised, see the filter metric)
+            args = copy.copy(args)
+            weights = args.reward_weights or [1.0] * len(funcs)
+            if len(weights) != len(funcs):
+                raise ValueError(
+                    f"`reward_weights` has {len(weights)} entries for {len(funcs)} reward functions"
+                )
+            args.reward_weights = [*weights, float(args.onepo_overlong_penalty_factor)]
+            funcs.append(
+                soft_overlong_punishment(
+                    int(args.max_completion_length), args.overlong_buffer_len()
+                )
+            )
+            procs = kwargs.get("reward_processing_classes")
+            if isinstance(procs, list):
+                kwargs["reward_processing_classes"] = [*procs, None]
+        super().__init__(model, funcs, args, *rest, **kwargs)
         a = self.args
+        names = list(self.reward_func_names)[: self._onepo_n_user_funcs]
+        if a.onepo_filter_groups_metric not in ("acc", "reward", *names):
+            raise ValueError(
+                f"`onepo_filter_groups_metric` must be 'acc', 'reward' or a reward function name "
+                f"{names}, got {a.onepo_filter_groups_metric!r}"
+            )
         unsupported = {
             "loss_type": self.loss_type not in SUPPORTED_LOSS_TYPES,
             "importance_sampling_level": self.importance_sampling_level != "token",
@@ -188,9 +367,122 @@ class OnePOGRPOTrainer(GRPOTrainer):
         self._onepo_inputs: list[dict[str, Any]] | None = None
         self._onepo_teacher_rows: list[bool] | None = None
         self._onepo_rewards: torch.Tensor | None = None
+        self._onepo_last_rewards: torch.Tensor | None = None
+        self.onepo_teacher_client: OpenAITeacher | None = None
+        if a.onepo_teacher_api_url:
+            self.onepo_teacher_client = OpenAITeacher(
+                a.onepo_teacher_api_url,
+                a.onepo_teacher_model,
+                max_tokens=a.onepo_teacher_max_tokens,
+                timeout=a.onepo_teacher_timeout,
+                max_retries=a.onepo_teacher_max_retries,
+                max_concurrency=a.onepo_teacher_max_concurrency,
+            )
+
+    # ------------------------------------------------------------------ DAPO dynamic sampling
+    def _filter_metric(self, per_func: torch.Tensor) -> torch.Tensor:
+        """``(B, F)`` per-function rewards → ``(B,)`` the DAPO filter metric."""
+        metric = self.args.onepo_filter_groups_metric
+        weights = self.reward_weights.to(per_func.device)
+        if metric == "reward":
+            return (per_func * weights).nansum(dim=1)
+        if metric == "acc":
+            k = self._onepo_n_user_funcs
+            return (per_func[:, :k] * weights[:k]).nansum(dim=1)
+        return per_func[:, list(self.reward_func_names).index(metric)]
+
+    def _refill_inputs(self, n_groups: int, attempt: int) -> list[dict[str, Any]]:
+        """``n_groups`` fresh prompt groups for another generation batch (seeded, uniform)."""
+        ds = self.train_dataset
+        if ds is None or not hasattr(ds, "__len__"):
+            raise NotImplementedError(
+                "onepo_filter_groups regenerates from a map-style train_dataset; set "
+                "onepo_filter_groups=False for an IterableDataset"
+            )
+        n = int(self.num_generations)  # type: ignore[arg-type]
+        rng = np.random.default_rng([int(self.args.seed), int(self.state.global_step), attempt])
+        idx = rng.choice(len(ds), n_groups, replace=len(ds) < n_groups)
+        return [dict(ds[int(i)]) for i in idx for _ in range(n)]
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """One generation batch, or with ``onepo_filter_groups`` DAPO dynamic sampling.
+
+        DAPO (verl's ``filter_groups``, as OnePO.sh runs it): after teacher injection and
+        scoring, keep only prompt groups whose filter metric is not constant; while fewer than
+        the batch's G groups are kept, generate another batch (at most
+        ``onepo_max_num_gen_batches``, then ValueError as verl); keep the first G groups.
+        """
+        training = self.model is not None and self.model.training
+        if not (training and self.args.onepo_filter_groups):
+            return self._onepo_generate_and_score(inputs)
+        n = int(self.num_generations)  # type: ignore[arg-type]
+        n_groups = len(inputs) // n
+        kept: list[dict[str, Any]] = []
+        n_kept = 0
+        attempt = 0
+        batch = inputs
+        while True:
+            attempt += 1
+            out = self._onepo_generate_and_score(batch)
+            per_func = self._onepo_last_rewards
+            assert per_func is not None
+            keep_g = dapo_keep_groups(self._filter_metric(per_func).cpu(), n)  # (G,)
+            rows = keep_g.repeat_interleave(n).nonzero().flatten()  # (kept rows,)
+            if len(rows):
+                kept.append(self._select_rows(out, rows))
+                n_kept += int(keep_g.sum())
+            self._metrics["train"]["onepo/filter_kept_fraction"].append(
+                float(keep_g.float().mean())
+            )
+            if n_kept >= n_groups:
+                break
+            cap = self.args.onepo_max_num_gen_batches
+            if cap > 0 and attempt >= cap:
+                raise ValueError(
+                    f"DAPO filter: {attempt} generation batches >= onepo_max_num_gen_batches="
+                    f"{cap} kept only {n_kept} of {n_groups} prompt groups with a non-constant "
+                    f"{self.args.onepo_filter_groups_metric!r}; the data may be too hard or too "
+                    "easy (onepo_max_num_gen_batches=0 retries without limit)"
+                )
+            batch = self._refill_inputs(n_groups, attempt)
+        self._metrics["train"]["onepo/num_gen_batches"].append(float(attempt))
+        merged = self._concat_groups(kept)
+        return self._select_rows(merged, torch.arange(n_groups * n))
+
+    def _select_rows(self, out: dict[str, Any], rows: torch.Tensor) -> dict[str, Any]:
+        res: dict[str, Any] = {}
+        for k, v in out.items():
+            if k == "num_items_in_batch":
+                continue
+            if k not in _LEFT_PADDED and k not in _RIGHT_PADDED and k != "advantages":
+                raise NotImplementedError(
+                    f"onepo_filter_groups cannot select rows of the generation-batch key {k!r} "
+                    "(multimodal inputs); set onepo_filter_groups=False"
+                )
+            res[k] = v[rows.to(v.device)]
+        mask = res["completion_mask"]
+        if "tool_mask" in res:
+            mask = mask * res["tool_mask"]
+        res["num_items_in_batch"] = mask.sum()  # single process: TRL's gathered token count
+        return res
+
+    def _concat_groups(self, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        pad_id = self._tokenizer.pad_token_id
+        res: dict[str, Any] = {}
+        for k in parts[0]:
+            if k == "num_items_in_batch":
+                continue
+            vals = [p[k] for p in parts]
+            if k == "advantages":
+                res[k] = torch.cat(vals)
+                continue
+            left = k in _LEFT_PADDED
+            value = (_LEFT_PADDED if left else _RIGHT_PADDED)[k]
+            res[k] = _pad_cat(vals, pad_id if value is None else value, left)
+        return res
 
     # ------------------------------------------------------------------ rollout hook
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    def _onepo_generate_and_score(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self._onepo_inputs = inputs
         self._onepo_teacher_rows = None
         try:
@@ -207,8 +499,11 @@ class OnePOGRPOTrainer(GRPOTrainer):
         cached = self._onepo_rewards
         if cached is not None and cached.shape[0] == len(prompts):
             self._onepo_rewards = None
+            self._onepo_last_rewards = cached
             return cached
-        return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        out = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._onepo_last_rewards = out  # (B, F): the DAPO filter reads its metric here
+        return out
 
     def _generate(self, prompts: list):  # type: ignore[no-untyped-def]
         out = super()._generate(prompts)
@@ -240,12 +535,19 @@ class OnePOGRPOTrainer(GRPOTrainer):
         ) = out
         n = int(self.num_generations)  # type: ignore[arg-type]  # set for training
         column = self.args.onepo_teacher_column
-        if column not in inputs[0]:
+        client = self.onepo_teacher_client
+        if column not in inputs[0] and client is None:
             raise KeyError(
                 f"OnePO needs the teacher column {column!r} in the dataset (onepo_teacher_column)"
+                " or an online teacher (onepo_teacher_api_url)"
             )
         starts = list(range(0, len(prompts), n))
-        texts = [_teacher_text(inputs[s][column]) for s in starts]
+        texts = [_teacher_text(inputs[s].get(column)) for s in starts]
+        if client is not None:  # the official order: the cached teacher first, else online
+            ask = [g for g, t in enumerate(texts) if t is None]
+            online = client.generate_many([inputs[starts[g]]["prompt"] for g in ask])
+            for g, t in zip(ask, online, strict=True):
+                texts[g] = t if t and t.strip() else None
         cand = [g for g, t in enumerate(texts) if t is not None]
 
         weights = self.reward_weights.to(self.accelerator.device)
