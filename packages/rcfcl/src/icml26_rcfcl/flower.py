@@ -180,8 +180,9 @@ class RCFCLClient:
     """Client k of ``scenario``: ``train`` runs its RC-FCL round; ``app`` is the ClientApp.
 
     Flower's ``server-round`` r (1-based) is the scenario's round r - 1; the client's index is
-    the node's ``partition-id``. Stateless across rounds: everything it needs (classifier,
-    generator) arrives with the message, so it runs on any SuperNode.
+    the node's ``partition-id``. The model (classifier, generator) arrives with the message;
+    the only client state is its last drift magnitude (``context.state["rcfcl"]``, carried
+    over rounds where it cannot test, as ``simulate`` does).
     """
 
     def __init__(
@@ -204,6 +205,8 @@ class RCFCLClient:
         r = int(msg.content["config"]["server-round"]) - 1  # type: ignore[arg-type]
         params = msg.content["arrays"].to_numpy_ndarrays()  # type: ignore[union-attr]
         x, y = self.scenario.client_data(k, r)
+        state = context.state.metric_records.get("rcfcl")
+        carried = float(state["drift-magnitude"]) if state is not None else 0.0  # type: ignore[arg-type]
         res = local_update(
             params,
             x,
@@ -212,7 +215,9 @@ class RCFCLClient:
             old_classes=self.scenario.old_classes(r),
             cfg=self.cfg,
             seed=client_seed(self.seed, r, k),
+            carried_magnitude=carried,
         )
+        context.state["rcfcl"] = MetricRecord({"drift-magnitude": res.magnitude})
         res = corrupt_update(res, self.corrupt.get((r, k)))
         metrics = MetricRecord(
             {
