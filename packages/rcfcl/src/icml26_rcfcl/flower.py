@@ -286,8 +286,10 @@ def run_flower_simulation(
 
 def _from_run_config(context: Context) -> tuple[AsyncDriftScenario, RCFCLConfig, int]:
     """Run config keys (pyproject ``[tool.flwr.app.config]``): ``seed``, ``method``, ``beta``,
-    ``num-clients``, ``rounds-per-task``; the digits scenario is rebuilt identically on every
-    node from ``seed``, once per process (``_scenario`` caches it)."""
+    ``num-clients``, ``rounds-per-task``, ``num-drifting`` (default: half the clients) and, for the
+    ServerApp, ``num-rounds`` (default: every round of the scenario, 5 tasks x rounds-per-task); the
+    digits scenario is rebuilt identically on every node from ``seed``, once per process
+    (``_scenario`` caches it)."""
     rc = context.run_config
     seed = int(rc.get("seed", 0))  # type: ignore[arg-type]
     cfg = replace(
@@ -295,20 +297,29 @@ def _from_run_config(context: Context) -> tuple[AsyncDriftScenario, RCFCLConfig,
         method=str(rc.get("method", "rcfcl")),
         beta=float(rc.get("beta", RCFCLConfig.beta)),  # type: ignore[arg-type]
     )
+    n_clients = int(rc.get("num-clients", 10))  # type: ignore[arg-type]
     scenario = _scenario(
-        int(rc.get("num-clients", 10)),  # type: ignore[arg-type]
+        n_clients,
         int(rc.get("rounds-per-task", 3)),  # type: ignore[arg-type]
         seed,
+        int(rc.get("num-drifting", n_clients // 2)),  # type: ignore[arg-type]
     )
     return scenario, cfg, seed
 
 
 @lru_cache(maxsize=4)
-def _scenario(n_clients: int, rounds_per_task: int, seed: int) -> AsyncDriftScenario:
+def _scenario(
+    n_clients: int, rounds_per_task: int, seed: int, n_drifting: int = 5
+) -> AsyncDriftScenario:
     """The digits scenario of a run config, built once per process (not once per message)."""
     x, y = load_digits_xy()
     return AsyncDriftScenario.make(
-        x, y, n_clients=n_clients, rounds_per_task=rounds_per_task, seed=seed
+        x,
+        y,
+        n_clients=n_clients,
+        rounds_per_task=rounds_per_task,
+        n_drifting=n_drifting,
+        seed=seed,
     )
 
 
@@ -328,9 +339,15 @@ server_app = ServerApp()
 @server_app.main()
 def _main(grid: Grid, context: Context) -> None:
     scenario, cfg, seed = _from_run_config(context)
+    num_rounds = int(context.run_config.get("num-rounds", scenario.n_rounds))  # type: ignore[arg-type]
+    if not 1 <= num_rounds <= scenario.n_rounds:
+        raise ValueError(
+            f"num-rounds: expected in [1, {scenario.n_rounds}] (the scenario's rounds); "
+            f"got {num_rounds}"
+        )
     _, strategy = make_server_app(
-        cfg, num_rounds=scenario.n_rounds, num_clients=scenario.n_clients, seed=seed
+        cfg, num_rounds=num_rounds, num_clients=scenario.n_clients, seed=seed
     )
     strategy.start(
-        grid=grid, initial_arrays=ArrayRecord(init_params(cfg, seed)), num_rounds=scenario.n_rounds
+        grid=grid, initial_arrays=ArrayRecord(init_params(cfg, seed)), num_rounds=num_rounds
     )
