@@ -2,7 +2,7 @@
 package's ``server_app`` / ``client_app``, all as subprocesses of the test.
 
 Slow (each round starts one ``flwr-clientapp`` process per SuperNode, which imports torch):
-about 60-90 s on two idle cores. Flower 1.42 gives a started ClientApp process 30 s
+200 s wall on two cores at load 10 (this session), most of it process start-up. Flower 1.42 gives a started ClientApp process 30 s
 (HEARTBEAT_DEFAULT_INTERVAL) to claim its task; on a heavily loaded machine the process can take
 longer to import, its token expires, the task is re-queued and the round never completes: the
 test then fails (after three expired tokens, or at its timeout) naming that cause, with the
