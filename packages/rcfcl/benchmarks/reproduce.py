@@ -297,10 +297,48 @@ def _task_end_check(pool, chosen: dict, seeds, rpt: int) -> dict:
     }
 
 
+def _diagnostic(pool, names: list[str], quick: bool, seeds, val_seeds, rpt: int, out: Path) -> None:
+    """``--arms a,b``: only these arms, tuned and run exactly as in the headline (same grid rule,
+    seeds and validation seeds), each compared with FedAvg + GR (paired); no row line."""
+    every = {**ARMS, **FULL_ARMS}
+    arms = {a: every[a] for a in dict.fromkeys(["fedavg_gr", *names])}
+    chosen, tuning = _tune(pool, "digits", arms, val_seeds, rpt)
+    jobs: list[Job] = [
+        ("digits", a, chosen[a], s, False, rpt, DRIFT_UNTIL) for a in arms for s in seeds
+    ]
+    runs = pool.map(_run, jobs)
+    summary = _summary(runs, arms)
+    acc = {a: np.array(summary[a]["per_seed_accuracy"]) for a in arms}
+    res = {
+        "quick": quick,
+        "drift_until": DRIFT_UNTIL,
+        "seeds": list(seeds),
+        "validation_seeds": list(val_seeds),
+        "rounds_per_task": rpt,
+        "chosen": chosen,
+        "tuning": tuning,
+        "summary": summary,
+        "paired_minus_fedavg_gr": {
+            a: _paired(acc[a], acc["fedavg_gr"]) for a in arms if a != "fedavg_gr"
+        },
+        "runs": runs,
+    }
+    out.write_text(json.dumps(res, indent=1, default=float) + "\n")
+    for a, p in res["paired_minus_fedavg_gr"].items():
+        print(
+            f"# {a}: lr {chosen[a]['lr']:g}, acc {100 * summary[a]['accuracy'][0]:.1f}, "
+            f"minus FedAvg+GR {100 * p['mean']:+.1f} [{100 * p['ci95'][0]:+.1f}, "
+            f"{100 * p['ci95'][1]:+.1f}]",
+            file=sys.stderr,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--arms", help="diagnostic: only these arms (comma list) vs FedAvg + GR")
+    ap.add_argument("--out", help="diagnostic: the JSON file --arms writes")
     args = ap.parse_args()
     t0 = time.time()
     quick = args.quick
@@ -310,6 +348,15 @@ def main() -> None:
     arms = dict(ARMS) if quick else {**ARMS, **FULL_ARMS}
 
     pool = get_context("spawn").Pool(args.workers, initializer=_init_worker)
+    if args.arms:
+        out = Path(args.out) if args.out else HERE / "results_diagnostic.json"
+        names = [a.strip() for a in args.arms.split(",") if a.strip()]
+        unknown = [a for a in names if a not in {**ARMS, **FULL_ARMS}]
+        if unknown:
+            raise SystemExit(f"--arms: unknown arm(s) {unknown}")
+        _diagnostic(pool, names, quick, seeds, val_seeds, rpt, out)
+        pool.close()
+        return
     digits = _benchmark(pool, "digits", arms, seeds, val_seeds, rpt)
     task_end = _task_end_check(pool, digits["chosen"], seeds[:5] if quick else seeds, rpt)
     sea = None if quick else _benchmark(pool, "sea", SEA_ARMS, seeds, val_seeds, SEA_ROUNDS)
