@@ -99,6 +99,17 @@ def main() -> None:
     digits["paired"] = d["paired_rcfcl_minus"]
     print("digits:\n" + table(digits) + "\n\nheadroom:\n" + headroom(d["headroom"]))
     print("\n" + task_end(d["task_end"]))
+    diag = path.with_name(path.stem + "_diagnostic.json")
+    if diag.is_file():  # reproduce.py --quick --arms ... --out <this file>
+        g = json.loads(diag.read_text())
+        print(f"\ndiagnostic arms ({diag.name}), paired vs FedAvg + GR:")
+        for arm, p in g["paired_minus_fedavg_gr"].items():
+            s, tu = g["summary"][arm], g["tuning"][arm]
+            print(
+                f"  {NAMES[arm]}: lr {tu['chosen_lr']:g} (grid {tu['grid']}), acc "
+                f"{_pm(s['accuracy'])}, F1 {s['f1'][0]:.2f}, − (FedAvg + GR) {_diff(p)}, "
+                f"MDE {100 * p['mde']:.1f}"
+            )
     if d.get("sea"):
         print("\nriver SEA:\n" + table(d["sea"]) + "\n\n" + headroom(d["sea"]["headroom"]))
 
