@@ -188,3 +188,46 @@ def test_the_scenario_is_built_once_per_process():
     assert a is b
     c, _, _ = fl._from_run_config(_context({"partition-id": 0}, {**run_config, "seed": 2}))
     assert c is not a
+
+
+def test_the_client_carries_its_magnitude_in_the_node_state():
+    """As simulate(): a round with nothing to test (the first of a task) sends the magnitude
+    the node kept in ``context.state`` from its previous round; a tested round overwrites it."""
+    from flwr.app import ArrayRecord, ConfigRecord, Message, Metadata, MetricRecord, RecordDict
+
+    x, y = load_digits_xy()
+    m = np.isin(y, [0, 1, 2, 3])
+    sc = AsyncDriftScenario.make(
+        x[m], y[m], n_clients=2, n_tasks=2, rounds_per_task=2, n_drifting=0, seed=0
+    )
+    cfg = RCFCLConfig(gen_epochs=1, local_epochs=1)
+    client = fl.RCFCLClient(sc, cfg, seed=0)
+    params = fl.init_params(cfg, 0)
+
+    def train(server_round, context):
+        content = RecordDict(
+            {"arrays": ArrayRecord(params), "config": ConfigRecord({"server-round": server_round})}
+        )
+        md = Metadata(
+            run_id=1,
+            message_id="m",
+            src_node_id=0,
+            dst_node_id=1,
+            reply_to_message_id="",
+            group_id="1",
+            created_at=time.time(),
+            ttl=3600.0,
+            message_type="train",
+        )
+        msg = Message(content, metadata=md)
+        reply = client.train(msg, context)
+        return float(reply.content["metrics"]["drift-magnitude"])
+
+    ctx = _context({"partition-id": 0})
+    ctx.state["rcfcl"] = MetricRecord({"drift-magnitude": 0.6})
+    assert train(3, ctx) == 0.6  # round 3 = the scenario's round 2, the first of task 1
+    assert ctx.state["rcfcl"]["drift-magnitude"] == 0.6
+    # a tested round: the test decides (as with no state at all), and the state follows
+    tested = train(2, ctx)
+    assert tested == train(2, _context({"partition-id": 0})) != 0.6
+    assert ctx.state["rcfcl"]["drift-magnitude"] == tested

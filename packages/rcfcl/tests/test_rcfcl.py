@@ -160,3 +160,70 @@ def test_labels_and_features_out_of_range_are_named():
         local_update(p, x, np.zeros(5), **{**kw, "old_classes": [10]})
     with pytest.raises(ValueError, match=r"expected \(n, 64\)"):
         local_update(p, np.zeros((5, 63)), np.zeros(5), **kw)
+
+
+def test_an_untestable_round_carries_the_last_magnitude(small, trained):
+    # round 2 is the first of task 1: the client holds classes 2, 3, the reference only 0, 1,
+    # so nothing can be tested and m_k is the carried value; the KD weight follows it
+    x, y = small.client_data(0, 2)
+    kw = dict(seen_classes=[0, 1], old_classes=[0, 1], seed=3)
+    cfg = RCFCLConfig(gen_epochs=0, local_epochs=1, kd=2.0)
+    carried = local_update(trained.params, x, y, cfg=cfg, carried_magnitude=0.6, **kw)
+    assert carried.magnitude == 0.6 and not carried.drift
+    # lambda(m) = lambda_0 (1 - m) with the carried m: as the same round at KD weight 0.8
+    same = local_update(trained.params, x, y, cfg=replace(cfg, kd=0.8), **kw)
+    assert same.magnitude == 0.0
+    for a, b in zip(carried.params, same.params):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
+    off = local_update(
+        trained.params, x, y, cfg=replace(cfg, carry_magnitude=False), carried_magnitude=0.6, **kw
+    )
+    assert off.magnitude == 0.0
+    # a testable round ignores the carried value (the test decides)
+    x1, y1 = small.client_data(1, 1)
+    tested = local_update(
+        trained.params,
+        x1,
+        y1,
+        cfg=cfg,
+        carried_magnitude=0.6,
+        seen_classes=[0, 1],
+        old_classes=[],
+        seed=1,
+    )
+    assert not tested.drift and tested.magnitude == 0.0
+    with pytest.raises(ValueError, match="carried_magnitude"):
+        local_update(trained.params, x, y, cfg=cfg, carried_magnitude=1.5, **kw)
+
+
+def test_simulate_carries_a_flagged_magnitude_into_the_next_task(small):
+    sc = replace(small)  # a copy: client 0 inverts its images from round 1 on
+    sc.onset, sc.magnitude, sc.kind = {0: 1}, {0: 1.0}, {0: "virtual"}
+    cfg = RCFCLConfig(gen_epochs=5, local_epochs=2, tolerance=0.0)
+    res = simulate(sc, cfg, seed=3)
+    assert res.flags[0, 1] and res.magnitudes[0, 1] > 0.5
+    assert not res.flags[:, 2].any()  # round 2 (first of task 1) cannot be tested ...
+    np.testing.assert_array_equal(res.magnitudes[:, 2], res.magnitudes[:, 1])  # ... m_k kept
+    off = simulate(sc, replace(cfg, carry_magnitude=False), seed=3)
+    np.testing.assert_array_equal(off.magnitudes[:, 1], res.magnitudes[:, 1])
+    assert np.all(off.magnitudes[:, 2] == 0.0)
+
+
+def test_oracle_drop_leaves_drifted_clients_out_of_their_rounds(small):
+    # every client drifts from round 1 on: with the oracle, round 1 has no participant, so the
+    # model after rounds 0-1 equals the model after round 0 alone (same shards, same seeds)
+    x, y = load_digits_xy()
+    m = np.isin(y, [0, 1])
+    two = AsyncDriftScenario.make(
+        x[m], y[m], n_clients=3, n_tasks=1, rounds_per_task=2, n_drifting=0, seed=0
+    )
+    one = replace(two, rounds_per_task=1)
+    two.onset = {k: 1 for k in range(3)}
+    two.magnitude, two.kind = {k: 1.0 for k in range(3)}, {k: "real" for k in range(3)}
+    cfg = RCFCLConfig(method="fedavg_gr", gen_epochs=1, local_epochs=1)
+    dropped = simulate(two, cfg, seed=2, oracle_drop=True)
+    ref = simulate(one, cfg, seed=2)
+    for a, b in zip(dropped.params, ref.params):
+        np.testing.assert_array_equal(a, b)
+    kept = simulate(two, cfg, seed=2)
+    assert max(np.abs(a - b).max() for a, b in zip(kept.params, ref.params)) > 1e-3

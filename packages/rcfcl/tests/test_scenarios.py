@@ -101,3 +101,44 @@ def test_river_sea_stream_has_its_drift_at_the_known_rounds():
     np.testing.assert_array_equal(y_te, (10.0 * (x_te[:, 0] + x_te[:, 1]) > 8.0).astype(np.int64))
     with pytest.raises(ValueError, match="n_drifting"):
         StreamDriftScenario.river_sea(n_clients=2, n_drifting=3)
+
+
+def test_task_end_drift_stops_at_the_task_boundary():
+    s = _toy(n_drifting=4, seed=3, drift_until="task_end")
+    p = _toy(n_drifting=4, seed=3)  # the same draws, persistent drift
+    assert s.onset == p.onset and s.magnitude == p.magnitude
+    for k, on in s.onset.items():
+        end = (on // 3 + 1) * 3  # the first round of the next task
+        for r in range(s.n_rounds):
+            assert s.is_drifted(k, r) == (on <= r < end)
+            assert p.is_drifted(k, r) == (r >= on)
+            x, y = s.client_data(k, r)
+            idx = s._shards[s.task_of(r)][k]
+            if r >= end:  # clean again: the shard as stored
+                np.testing.assert_array_equal(x, s.x_train[idx])
+                np.testing.assert_array_equal(y, s.y_train[idx])
+    with pytest.raises(ValueError, match="drift_until"):
+        _toy(n_drifting=0, drift_until="forever")
+
+
+def test_without_drift_keeps_the_data_and_removes_the_drift():
+    s = _toy(n_drifting=4, seed=5)
+    c = s.without_drift()
+    assert c.onset == {} and c.magnitude == {} and c.kind == {}
+    for k in range(4):
+        for r in range(s.n_rounds):
+            assert not c.is_drifted(k, r)
+            np.testing.assert_array_equal(c._shards[s.task_of(r)][k], s._shards[s.task_of(r)][k])
+    np.testing.assert_array_equal(c.x_test, s.x_test)
+
+
+def test_detection_scores_count_flags_after_a_task_end_drift_as_false():
+    s = _toy(n_drifting=0, drift_until="task_end")
+    s.onset = {0: 1}  # drifted in rounds 1 and 2 only (task 0 is rounds 0-2)
+    flags = np.zeros((4, 6), bool)
+    flags[0, 4] = True  # after the drift ended: a false positive and a miss
+    d = detection_scores(flags, s)
+    assert d["precision"] == 0.0 and d["recall"] == 0.0 and d["f1"] == 0.0
+    flags[0, 2] = True  # inside the episode: delay 1, but the late flag is still false
+    d = detection_scores(flags, s)
+    assert d["precision"] == 0.5 and d["recall"] == 1.0 and d["delay"] == 1.0

@@ -180,8 +180,9 @@ class RCFCLClient:
     """Client k of ``scenario``: ``train`` runs its RC-FCL round; ``app`` is the ClientApp.
 
     Flower's ``server-round`` r (1-based) is the scenario's round r - 1; the client's index is
-    the node's ``partition-id``. Stateless across rounds: everything it needs (classifier,
-    generator) arrives with the message, so it runs on any SuperNode.
+    the node's ``partition-id``. The model (classifier, generator) arrives with the message;
+    the only client state is its last drift magnitude (``context.state["rcfcl"]``, carried
+    over rounds where it cannot test, as ``simulate`` does).
     """
 
     def __init__(
@@ -204,6 +205,8 @@ class RCFCLClient:
         r = int(msg.content["config"]["server-round"]) - 1  # type: ignore[arg-type]
         params = msg.content["arrays"].to_numpy_ndarrays()  # type: ignore[union-attr]
         x, y = self.scenario.client_data(k, r)
+        state = context.state.metric_records.get("rcfcl")
+        carried = float(state["drift-magnitude"]) if state is not None else 0.0  # type: ignore[arg-type]
         res = local_update(
             params,
             x,
@@ -212,7 +215,9 @@ class RCFCLClient:
             old_classes=self.scenario.old_classes(r),
             cfg=self.cfg,
             seed=client_seed(self.seed, r, k),
+            carried_magnitude=carried,
         )
+        context.state["rcfcl"] = MetricRecord({"drift-magnitude": res.magnitude})
         res = corrupt_update(res, self.corrupt.get((r, k)))
         metrics = MetricRecord(
             {
@@ -281,8 +286,10 @@ def run_flower_simulation(
 
 def _from_run_config(context: Context) -> tuple[AsyncDriftScenario, RCFCLConfig, int]:
     """Run config keys (pyproject ``[tool.flwr.app.config]``): ``seed``, ``method``, ``beta``,
-    ``num-clients``, ``rounds-per-task``; the digits scenario is rebuilt identically on every
-    node from ``seed``, once per process (``_scenario`` caches it)."""
+    ``num-clients``, ``rounds-per-task``, ``num-drifting`` (default: half the clients) and, for the
+    ServerApp, ``num-rounds`` (default: every round of the scenario, 5 tasks x rounds-per-task); the
+    digits scenario is rebuilt identically on every node from ``seed``, once per process
+    (``_scenario`` caches it)."""
     rc = context.run_config
     seed = int(rc.get("seed", 0))  # type: ignore[arg-type]
     cfg = replace(
@@ -290,20 +297,29 @@ def _from_run_config(context: Context) -> tuple[AsyncDriftScenario, RCFCLConfig,
         method=str(rc.get("method", "rcfcl")),
         beta=float(rc.get("beta", RCFCLConfig.beta)),  # type: ignore[arg-type]
     )
+    n_clients = int(rc.get("num-clients", 10))  # type: ignore[arg-type]
     scenario = _scenario(
-        int(rc.get("num-clients", 10)),  # type: ignore[arg-type]
+        n_clients,
         int(rc.get("rounds-per-task", 3)),  # type: ignore[arg-type]
         seed,
+        int(rc.get("num-drifting", n_clients // 2)),  # type: ignore[arg-type]
     )
     return scenario, cfg, seed
 
 
 @lru_cache(maxsize=4)
-def _scenario(n_clients: int, rounds_per_task: int, seed: int) -> AsyncDriftScenario:
+def _scenario(
+    n_clients: int, rounds_per_task: int, seed: int, n_drifting: int = 5
+) -> AsyncDriftScenario:
     """The digits scenario of a run config, built once per process (not once per message)."""
     x, y = load_digits_xy()
     return AsyncDriftScenario.make(
-        x, y, n_clients=n_clients, rounds_per_task=rounds_per_task, seed=seed
+        x,
+        y,
+        n_clients=n_clients,
+        rounds_per_task=rounds_per_task,
+        n_drifting=n_drifting,
+        seed=seed,
     )
 
 
@@ -323,9 +339,15 @@ server_app = ServerApp()
 @server_app.main()
 def _main(grid: Grid, context: Context) -> None:
     scenario, cfg, seed = _from_run_config(context)
+    num_rounds = int(context.run_config.get("num-rounds", scenario.n_rounds))  # type: ignore[arg-type]
+    if not 1 <= num_rounds <= scenario.n_rounds:
+        raise ValueError(
+            f"num-rounds: expected in [1, {scenario.n_rounds}] (the scenario's rounds); "
+            f"got {num_rounds}"
+        )
     _, strategy = make_server_app(
-        cfg, num_rounds=scenario.n_rounds, num_clients=scenario.n_clients, seed=seed
+        cfg, num_rounds=num_rounds, num_clients=scenario.n_clients, seed=seed
     )
     strategy.start(
-        grid=grid, initial_arrays=ArrayRecord(init_params(cfg, seed)), num_rounds=scenario.n_rounds
+        grid=grid, initial_arrays=ArrayRecord(init_params(cfg, seed)), num_rounds=num_rounds
     )

@@ -66,6 +66,10 @@ class RCFCLConfig:
     disc_l2: float = 1.0  # ridge of the logistic discriminator
     detect_space: str = "logits"  # "logits" or "features" (hidden layer) of the global model
     weight_clip: tuple[float, float] = (0.1, 10.0)
+    # a client that cannot test (no local class has a reference yet: the first round of a task)
+    # keeps its last gated magnitude, so a client flagged earlier stays down-weighted in the
+    # classifier's and the generator's aggregation until it is tested again [recon]
+    carry_magnitude: bool = True
     cluster_threshold: float = 1.0  # feddrift only: CE loss that spawns a new cluster
 
     def __post_init__(self) -> None:
@@ -161,8 +165,15 @@ def local_update(
     old_classes: list[int],
     cfg: RCFCLConfig,
     seed: int,
+    carried_magnitude: float = 0.0,
 ) -> LocalResult:
-    """One client's round (steps 1-3 of the module docstring); pure given ``seed``."""
+    """One client's round (steps 1-3 of the module docstring); pure given ``seed``.
+
+    ``carried_magnitude``: the client's magnitude of its previous round; with
+    ``cfg.carry_magnitude`` it is the round's m_k when the client has no class to test.
+    """
+    if not (np.isfinite(carried_magnitude) and 0.0 <= carried_magnitude <= 1.0):
+        raise ValueError(f"carried_magnitude: expected in [0, 1]; got {carried_magnitude}")
     x = np.asarray(x, dtype=np.float32)
     y = np.asarray(y, dtype=np.int64)
     if x.ndim != 2 or x.shape[1] != cfg.x_dim or len(y) != len(x):
@@ -196,6 +207,8 @@ def local_update(
     weights = torch.ones(len(y))
     magnitude, raw, drift, p_value = 0.0, 0.0, False, 1.0
     local_seen = [c for c in seen_classes if (y == c).any()]
+    if cfg.uses_drift and cfg.detect and not local_seen and cfg.carry_magnitude:
+        magnitude = float(carried_magnitude)  # untestable round: the last known state
     if cfg.uses_drift and cfg.detect and local_seen:
         y_ref = torch.tensor(np.repeat(local_seen, cfg.ref_per_class), dtype=torch.long)
         with torch.no_grad():
@@ -296,24 +309,30 @@ class SimulationResult:
 
 
 def detection_scores(flags: np.ndarray, scenario: AsyncDriftScenario) -> dict[str, float]:
-    """Event-level F1 and delay of per-client drift flags against the known onsets.
+    """Event-level F1 and delay of per-client drift flags against the known drift episodes.
 
-    A drifting client is a true positive when flagged at some round >= its onset (delay = the
-    first such round - onset); a flag before the onset, or on a client that never drifts, is
-    a false positive (one per client at most); an unflagged drifting client a false negative.
+    A drifting client is a true positive when flagged at some round where its data is drifted
+    (``scenario.is_drifted``; delay = the first such round - onset); a flag at a round where
+    its data is clean (before the onset, after a ``task_end`` drift ended, or on a client that
+    never drifts) is a false positive (one per client at most); an unflagged drifting client a
+    false negative.
     """
+    flags = np.asarray(flags, dtype=bool)
+    if flags.shape != (scenario.n_clients, scenario.n_rounds):
+        raise ValueError(
+            f"flags: expected shape ({scenario.n_clients}, {scenario.n_rounds}); got {flags.shape}"
+        )
     tp = fp = fn = 0
     delays = []
     for k in range(scenario.n_clients):
-        on = scenario.onset.get(k)
-        early = flags[k, : on if on is not None else flags.shape[1]].any()
-        fp += int(early)
-        if on is None:
+        drifted = np.array([scenario.is_drifted(k, r) for r in range(scenario.n_rounds)])
+        fp += int(flags[k, ~drifted].any())
+        if not drifted.any():
             continue
-        hit = np.flatnonzero(flags[k, on:])
+        hit = np.flatnonzero(flags[k] & drifted)
         if hit.size:
             tp += 1
-            delays.append(int(hit[0]))
+            delays.append(int(hit[0]) - scenario.onset[k])
         else:
             fn += 1
     prec = tp / (tp + fp) if tp + fp else 1.0
@@ -333,11 +352,14 @@ def simulate(
     *,
     seed: int = 0,
     corrupt: dict[tuple[int, int], str] | None = None,
+    oracle_drop: bool = False,
 ) -> SimulationResult:
     """Run every round in-process: all clients train, the server aggregates (robustly).
 
     ``corrupt`` {(round, client): "nan" | "shape" | "magnitude"} injects a bad update, for
-    tests of the server's behaviour.
+    tests of the server's behaviour. ``oracle_drop``: a client whose data is drifted at round
+    r (``scenario.is_drifted``, the ground truth) takes no part in round r (the oracle arm:
+    perfect detection, drifted updates discarded).
     """
     corrupt = corrupt or {}
     K, R, T = scenario.n_clients, scenario.n_rounds, len(scenario.tasks)
@@ -348,10 +370,13 @@ def simulate(
     mags = np.zeros((K, R))
     raws = np.zeros((K, R))
     rejected: list[dict] = []
+    last_m = np.zeros(K)  # each client's previous m_k (carried over untestable rounds)
     for r in range(R):
         seen, old = scenario.seen_classes(r), scenario.old_classes(r)
         results: dict[int, LocalResult] = {}
         for k in range(K):
+            if oracle_drop and scenario.is_drifted(k, r):
+                continue
             x, y = scenario.client_data(k, r)
             if cfg.method == "feddrift" and len(clusters) > 1 and seen:
                 assign[k] = _best_cluster(clusters, x, y, seen, cfg)
@@ -363,7 +388,9 @@ def simulate(
                 old_classes=old,
                 cfg=cfg,
                 seed=client_seed(seed, r, k),
+                carried_magnitude=float(last_m[k]),
             )
+            last_m[k] = res.magnitude
             if cfg.method == "feddrift" and res.loss > cfg.cluster_threshold:
                 clusters.append([p.copy() for p in clusters[assign[k]]])
                 assign[k] = len(clusters) - 1
@@ -374,7 +401,7 @@ def simulate(
             results[k] = corrupt_update(res, corrupt.get((r, k)))
         rej: dict = {}
         for c in range(len(clusters)):
-            members = {k: results[k] for k in range(K) if assign[k] == c}
+            members = {k: results[k] for k in results if assign[k] == c}
             if not members:
                 continue
             out = robust_drift_average(

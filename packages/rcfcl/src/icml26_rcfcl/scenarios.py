@@ -2,7 +2,10 @@
 
 Tasks are disjoint class sets learned one after another (class-incremental); every round each
 of the ``n_clients`` clients holds its own shard of the current task's training data. Client k
-drifts at its own round ``onset[k]`` (then stays drifted) with its own magnitude ``m_k``:
+drifts at its own round ``onset[k]`` with its own magnitude ``m_k``, and either stays drifted
+(``drift_until="persistent"``: drift acts as a permanent corruption of the client) or returns to
+the clean concept at the next task boundary (``drift_until="task_end"``: a transient drift episode
+inside one task, the reading the benchmark tests):
 
 * ``"real"`` drift (P(y | x) changes): inside each class pair (a, b) of the task, a fraction
   m_k of the client's labels is swapped a <-> b;
@@ -12,12 +15,14 @@ Ground truth (onset round, magnitude, kind) is known, so detection F1 and delay 
 [recon] the paper's exact scenarios are not public; these follow the research notes (digits,
 10 clients, 5 tasks of 2 classes, label swap for real drift, intensity inversion for virtual).
 Onsets are drawn on rounds that are not the first of a task, when a reference for the task's
-classes already exists (a brand-new class has nothing to drift from).
+classes already exists (a brand-new class has nothing to drift from). With
+``drift_until="task_end"`` every drifted round is therefore testable: the first round of each
+task is clean and trains the generator's reference for the task's classes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -38,8 +43,13 @@ class AsyncDriftScenario:
     kind: dict[int, str] = field(default_factory=dict)  # client -> "real" | "virtual"
     seed: int = 0
     n_classes: int = 10
+    drift_until: str = "persistent"  # "persistent" | "task_end" (drift ends at the task boundary)
 
     def __post_init__(self) -> None:
+        if self.drift_until not in ("persistent", "task_end"):
+            raise ValueError(
+                f"drift_until: expected 'persistent' or 'task_end'; got {self.drift_until!r}"
+            )
         if self.n_clients < 1:
             raise ValueError(f"n_clients: expected >= 1; got {self.n_clients}")
         if self.rounds_per_task < 1:
@@ -79,7 +89,14 @@ class AsyncDriftScenario:
         return sorted({c for t in self.tasks[: self.task_of(r)] for c in t})
 
     def is_drifted(self, k: int, r: int) -> bool:
-        return k in self.onset and r >= self.onset[k]
+        """Client k's data at round r follows its drifted concept."""
+        if k not in self.onset or r < self.onset[k]:
+            return False
+        return self.drift_until == "persistent" or self.task_of(r) == self.task_of(self.onset[k])
+
+    def without_drift(self) -> AsyncDriftScenario:
+        """The same data, shards and test set with no drifting client (the no-drift ceiling)."""
+        return replace(self, onset={}, magnitude={}, kind={})
 
     def client_data(self, k: int, r: int) -> tuple[np.ndarray, np.ndarray]:
         """Client k's local training data at round r (drift applied): (n_k, d), (n_k,)."""
@@ -123,11 +140,14 @@ class AsyncDriftScenario:
         kinds: tuple[str, ...] = ("real", "virtual"),
         test_fraction: float = 0.3,
         test: tuple[np.ndarray, np.ndarray] | None = None,
+        drift_until: str = "persistent",
         seed: int = 0,
     ) -> AsyncDriftScenario:
         """Random train/test split, classes in order 0..C-1 grouped into ``n_tasks`` tasks,
         ``n_drifting`` clients with random onset (not a task's first round), magnitude and kind.
-        With ``test=(x_test, y_test)`` all of (x, y) trains and ``test`` is held out as given."""
+        With ``test=(x_test, y_test)`` all of (x, y) trains and ``test`` is held out as given.
+        ``drift_until``: "persistent" (a drifted client stays drifted) or "task_end" (its drift
+        ends at the next task boundary)."""
         x = np.asarray(x, dtype=np.float32)
         y = np.asarray(y, dtype=np.int64)
         if x.ndim != 2 or len(x) != len(y):
@@ -168,6 +188,7 @@ class AsyncDriftScenario:
             kind=kind,
             seed=seed,
             n_classes=int(classes.max()) + 1,
+            drift_until=drift_until,
         )
 
 
@@ -207,6 +228,12 @@ class StreamDriftScenario(AsyncDriftScenario):
 
     stream: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     variant: dict[int, int] = field(default_factory=dict)  # client -> concept after its onset
+
+    def without_drift(self) -> AsyncDriftScenario:
+        raise NotImplementedError(
+            "without_drift: a stream scenario's data is drawn with its drift; build it with "
+            "river_sea(n_drifting=0) instead"
+        )
 
     def client_data(self, k: int, r: int) -> tuple[np.ndarray, np.ndarray]:
         if not 0 <= k < self.n_clients:
