@@ -71,10 +71,12 @@ PAIRS = {
 HEADLINE = next(iter(PAIRS))
 # model shapes: MH d_h = d / H; MoE experts are wider (m_moe in build) so that total FFN
 # parameters are equal; k = 7 then also matches MH's active parameters (and FLOPs) per token.
-# budgets: (steps, peak-lr grid), the same grid for every arm; longer runs get the lower grid.
+# budgets: (steps, peak-lr grid), the same grid for every arm; None = each arm keeps the lr it
+# chose (on the tune split) at the previous budget: a two-point grid at 2000 steps would double
+# the full mode's cost (about 15 more CPU-minutes).
 MODEL = dict(d=64, layers=2, T=64, H=4, E=32, m=16, batch=8, windows=192, warmup=10)
 QUICK = MODEL | dict(budgets=[(120, (3e-3, 1e-2))])
-FULL = MODEL | dict(budgets=[(120, (3e-3, 1e-2)), (480, (3e-3, 1e-2)), (2000, (1e-3, 3e-3))])
+FULL = MODEL | dict(budgets=[(120, (3e-3, 1e-2)), (480, (3e-3, 1e-2)), (2000, None)])
 
 
 def log(msg: str) -> None:
@@ -322,9 +324,22 @@ def gap_change(budgets: dict, name: str) -> dict | None:
                 mean=mean, ci95=hw)  # fmt: skip
 
 
-def quality_budget(cfg: dict, arms: dict, steps: int, lrs, data) -> dict:
+def quality_budget(cfg: dict, arms: dict, steps: int, lrs, data, prev: dict | None) -> dict:
+    """Every arm at one budget; ``lrs=None``: each arm's lr chosen at the previous budget."""
     c0 = time.process_time()
-    res_arms = {a: run_arm(a, init, cfg, steps, lrs, *data) for a, init in arms.items()}
+    if lrs is None and prev is None:
+        raise ValueError("lrs=None (carry the chosen lr) needs a previous budget")
+    res_arms = {
+        a: run_arm(
+            a,
+            init,
+            cfg,
+            steps,
+            lrs or (prev["arms"][a]["chosen"]["lr"],),
+            *data,
+        )
+        for a, init in arms.items()
+    }
     pairs = {
         name: paired(res_arms[a], res_arms[b])
         for name, (a, b) in PAIRS.items()
@@ -333,7 +348,7 @@ def quality_budget(cfg: dict, arms: dict, steps: int, lrs, data) -> dict:
     for name, p in pairs.items():
         log(f"[{steps} steps] {name}: {p['mean']:+.2f}% ± {p['ci95']:.2f}% (MDE {p['mde']:.2f}%)")
     return dict(
-        steps=steps, lrs=list(lrs), training_bytes=steps * cfg["batch"] * cfg["T"],
+        steps=steps, lrs=list(lrs) if lrs else "carried", training_bytes=steps * cfg["batch"] * cfg["T"],
         arms=res_arms, paired=pairs, cpu_seconds=time.process_time() - c0,
     )  # fmt: skip
 
@@ -351,7 +366,8 @@ def readme_block(res: dict) -> str:
         f"{cfg['layers']} layers, T = {cfg['T']}, {cfg['batch']} sequences per step, budgets "
         f"{', '.join(steps)} steps ({nbytes} "
         f"training bytes), seeds {list(SEEDS)}, aux-free bias rate u = {res['bias_rate']:g}, one "
-        f"torch thread. Peak-lr grid, the same for every arm: {grids}; chosen on the tune half of "
+        f"torch thread. Peak-lr grid, the same for every arm: {grids} (carried = the lr each arm "
+        f"chose at the previous budget); chosen on the tune half of "
         f"the held-out bytes, reported on the test half ({cfg['windows']} windows). "
         f"{res['cpu_seconds']:.0f} CPU-s ({res['seconds']:.0f} s wall)"
         + ("." if res.get("complete", True) else f"; **incomplete**: only {', '.join(steps)}."),
@@ -452,6 +468,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="<= 2 minutes on 2 idle CPU cores")
     ap.add_argument("--readme", action="store_true", help="only rewrite the README blocks")
+    ap.add_argument(
+        "--resume", action="store_true",
+        help="full mode: keep the budgets an interrupted run already wrote to reproduce.json",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.readme:
         write_readme()
@@ -474,16 +494,32 @@ def main() -> None:
     arms = ARMS_QUICK if args.quick else ARMS_FULL
     budgets: dict[str, dict] = {}
     full: dict = {}
+    done, before, before_cpu = {}, 0.0, 0.0
+    if args.resume and not args.quick and out.exists():
+        old = json.loads(out.read_text())
+        done, before, before_cpu = old["budgets"], old["seconds"], old["cpu_seconds"]
     for i, (steps, lrs) in enumerate(cfg["budgets"]):
-        budgets[str(steps)] = quality_budget(cfg, arms, steps, lrs, data)
+        prev = budgets[str(cfg["budgets"][i - 1][0])] if i else None
+        kept = done.get(str(steps))
+        if (
+            kept
+            and kept["lrs"] == (list(lrs) if lrs else "carried")
+            and list(kept["arms"]) == list(arms)
+        ):
+            log(f"[{steps} steps] kept from the interrupted run")
+            budgets[str(steps)] = kept
+            continue
+        budgets[str(steps)] = quality_budget(cfg, arms, steps, lrs, data, prev)
         full = dict(
             quick=args.quick, complete=i == len(cfg["budgets"]) - 1, config=cfg,
-            bias_rate=BIAS_RATE, seconds=time.perf_counter() - t0,
-            cpu_seconds=time.process_time() - c0, budgets=budgets,
+            bias_rate=BIAS_RATE, seconds=before + time.perf_counter() - t0,
+            cpu_seconds=before_cpu + time.process_time() - c0, budgets=budgets,
             gap_change=[g for name in PAIRS if (g := gap_change(budgets, name))], comm=comm,
             machine=machine_info(),  # CPU, kernel level, threads, versions
         )  # fmt: skip
         out.write_text(json.dumps(full, indent=1) + "\n")
+    if not full:  # every budget was kept from the interrupted run
+        return
     for g in full["gap_change"]:
         log(
             f"{g['pair']}: gap change {g['from_steps']} -> {g['to_steps']} steps {g['mean']:+.2f} ± {g['ci95']:.2f} pp"
