@@ -22,7 +22,7 @@
 ``--quick`` (what ``nox -s reproduce`` runs, <= ~110 CPU-s): d = 64, 2 layers, T = 64,
 8 sequences per step, the 120-step budget only, + the communication table (W = 2 and 4); one
 torch thread; writes ``reproduce_quick.json``. Without ``--quick``: budgets 120, 480 and 2000
-steps, arms MoE k = 7, MoE k = 4, MH-LatentMoE (about 20 CPU-minutes on one thread), writes
+steps, arms MoE k = 7, MoE k = 4, MH-LatentMoE (750 CPU-s on one thread here), writes
 ``reproduce.json`` after every budget (``"complete": false`` until the last). ``--readme``
 rewrites the README results blocks from those files. Progress on stderr; one JSON line on stdout.
 """
@@ -361,18 +361,28 @@ def readme_block(res: dict) -> str:
     steps = list(budgets)
     grids = "; ".join(f"{s} steps: {budgets[s]['lrs']}" for s in steps)
     nbytes = ", ".join(f"{budgets[s]['training_bytes']:,}" for s in steps)
+    carried = (
+        " (carried = the lr each arm chose at the previous budget)"
+        if any(budgets[s]["lrs"] == "carried" for s in steps)
+        else ""
+    )
     lines = [
         f"`reproduce.py{' --quick' if res['quick'] else ''}`: byte-level LM, d = {cfg['d']}, "
         f"{cfg['layers']} layers, T = {cfg['T']}, {cfg['batch']} sequences per step, budgets "
         f"{', '.join(steps)} steps ({nbytes} "
         f"training bytes), seeds {list(SEEDS)}, aux-free bias rate u = {res['bias_rate']:g}, one "
-        f"torch thread. Peak-lr grid, the same for every arm: {grids} (carried = the lr each arm "
-        f"chose at the previous budget); chosen on the tune half of "
+        f"torch thread. Peak-lr grid, the same for every arm: {grids}{carried}; chosen on the tune half of "
         f"the held-out bytes, reported on the test half ({cfg['windows']} windows). "
-        f"{res['cpu_seconds']:.0f} CPU-s ({res['seconds']:.0f} s wall)"
+        f"{res['cpu_seconds']:.0f} CPU-s"
+        + (
+            " in the main process (the gloo workers of the traffic table not counted)"
+            if res.get("comm")
+            else ""
+        )
+        + f", {res['seconds']:.0f} s wall on a shared, loaded machine"
         + ("." if res.get("complete", True) else f"; **incomplete**: only {', '.join(steps)}."),
         "",
-        "| arm | FFN params total | active / token | CPU-s / 100 steps | "
+        "| arm | FFN params total | active / token | CPU-s / 100 steps (last budget, incl. evals) | "
         + " | ".join(f"{s} steps: test bits/byte (lr)" for s in steps)
         + " |",
         "|---|---|---|---|" + "---|" * len(steps),
