@@ -23,7 +23,8 @@
 8 sequences per step, the 120-step budget only, + the communication table (W = 2 and 4); one
 torch thread; writes ``reproduce_quick.json``. Without ``--quick``: budgets 120, 480 and 2000
 steps, arms MoE k = 7, MoE k = 4, MH-LatentMoE (750 CPU-s on one thread here), writes
-``reproduce.json`` after every budget (``"complete": false`` until the last). ``--readme``
+``reproduce.json`` after every budget (``"complete": false`` until the last); ``--resume`` keeps
+the budgets already written, ``--long-grid`` tunes the 2000-step point too. ``--readme``
 rewrites the README results blocks from those files. Progress on stderr; one JSON line on stdout.
 """
 
@@ -77,6 +78,7 @@ HEADLINE = next(iter(PAIRS))
 MODEL = dict(d=64, layers=2, T=64, H=4, E=32, m=16, batch=8, windows=192, warmup=10)
 QUICK = MODEL | dict(budgets=[(120, (3e-3, 1e-2))])
 FULL = MODEL | dict(budgets=[(120, (3e-3, 1e-2)), (480, (3e-3, 1e-2)), (2000, None)])
+LONG_GRID = (1e-3, 3e-3)  # --long-grid: tune the longest budget too (about 900 CPU-s more)
 
 
 def log(msg: str) -> None:
@@ -482,6 +484,10 @@ def main() -> None:
         "--resume", action="store_true",
         help="full mode: keep the budgets an interrupted run already wrote to reproduce.json",
     )  # fmt: skip
+    ap.add_argument(
+        "--long-grid", action="store_true",
+        help=f"full mode: tune the longest budget on {LONG_GRID} instead of carrying the lr",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.readme:
         write_readme()
@@ -489,6 +495,8 @@ def main() -> None:
     torch.set_num_threads(1)
     t0, c0 = time.perf_counter(), time.process_time()
     cfg = QUICK if args.quick else FULL
+    if args.long_grid and not args.quick:
+        cfg = cfg | dict(budgets=[*cfg["budgets"][:-1], (cfg["budgets"][-1][0], LONG_GRID)])
     out = HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
     comm = {}
     if args.quick:  # the traffic does not depend on the budget: measured in --quick only
