@@ -7,18 +7,25 @@
    - naive Expert Parallel (top-k MoE layer: one row per (token, remote expert)),
    - de-duplicated EP (DeepEP-style: one row per (token, remote *rank*), partial sums combined
      on the expert rank; its top-k ids and gates travel as metadata).
-2. **Quality at matched compute**: a byte-level LM on ``pydoc_data.topics``. The headline arm
-   pair is MH-LatentMoE (H = 4, E = 32 per head, k = 4) vs the top-k MoE with the same total
-   parameters **and** the same active parameters / FLOPs per token (E = 32, k = 7). Every arm
-   gets the same tuning grid (peak lr; the same seeds), chosen on the *tune* half of the
-   held-out 10 % and reported on the other *test* half; 3 paired seeds (same init seed and
-   batches in every arm), mean and the 95 % t-interval of the paired difference. The paper's
-   own init (every weight N(0, 0.02), W_out 0.02/sqrt(2L)) is its own arm.
+2. **Quality at matched compute, as a budget curve**: a byte-level LM on ``pydoc_data.topics``.
+   The headline pair is MH-LatentMoE (H = 4, E = 32 per head, k = 4) vs the top-k MoE with the
+   same total parameters **and** the same active parameters / FLOPs per token (E = 32, k = 7);
+   the full mode adds the baseline MoE with MH's k (E = 32, k = 4, same total, 1.7x fewer
+   active). At every training budget (steps) every arm gets the same peak-lr grid and the same
+   3 paired seeds (same init seed and batches in every arm); the lr is chosen on the *tune* half
+   of the held-out 10 % and bits/byte are reported on the other *test* half. Paired differences
+   (per seed, mean, 95 % t-interval, minimum detectable effect) per budget, and the change of
+   the gap from the shortest to the longest budget, also paired over seeds. The aux-free bias
+   rate is the official code's absolute value, u = 0.01, for every arm and lr (``BIAS_RATE``).
+   The paper's own init (every weight N(0, 0.02), W_out 0.02/sqrt(2L)) is its own arm in --quick.
 
-``--quick`` (what ``nox -s reproduce`` runs): d = 64, 2 layers, T = 64, 120 steps x 8
-sequences, W = 2 and 4; one torch thread. Writes ``reproduce_quick.json`` (``reproduce.json``
-without ``--quick``); ``--readme`` rewrites the README results block from those files.
-Progress on stderr; one JSON line on stdout.
+``--quick`` (what ``nox -s reproduce`` runs, <= ~110 CPU-s): d = 64, 2 layers, T = 64,
+8 sequences per step, the 120-step budget only, + the communication table (W = 2 and 4); one
+torch thread; writes ``reproduce_quick.json``. Without ``--quick``: budgets 120, 480 and 2000
+steps, arms MoE k = 7, MoE k = 4, MH-LatentMoE (750 CPU-s on one thread here), writes
+``reproduce.json`` after every budget (``"complete": false`` until the last); ``--resume`` keeps
+the budgets already written, ``--long-grid`` tunes the 2000-step point too. ``--readme``
+rewrites the README results blocks from those files. Progress on stderr; one JSON line on stdout.
 """
 
 from __future__ import annotations
@@ -47,19 +54,31 @@ README = HERE.parent / "README.md"
 KS = (2, 4, 8)
 COMM_D, COMM_H, COMM_DH, COMM_E, COMM_TOKENS = 128, 4, 32, 32, 256
 SEEDS = (1, 2, 3)
+# Aux-free bias rate u, per step. The official code sets u = 50 · max_lr with the comment that
+# at its max_lr 2e-4, 0.01 "is a good choice" (src/training/launch_training.py); the bias moves
+# router *logits*, whose scale does not grow with the lr, so the absolute 0.01 is kept here for
+# every arm and every lr of the grid (50 · lr would be 0.05-0.5 at our 5-50x larger lrs).
+BIAS_RATE = 0.01
 # arm -> init family. "wide": every FFN weight N(0, 0.1), MH routers N(0, 1/d_h) (both layer
 # types alike); "paper": the official code's N(0, 0.02) (W_out 0.02/sqrt(2L)), MH only.
 ARMS_QUICK = {"moe_k7": "wide", "latent": "wide", "latent_official": "paper"}
-ARMS_FULL = ARMS_QUICK | {"moe_k4": "wide", "latent_2x": "wide"}
+ARMS_FULL = {"moe_k7": "wide", "moe_k4": "wide", "latent": "wide"}
+# paired comparisons: name -> (arm, reference arm); the first one is the headline
+PAIRS = {
+    "MH-LatentMoE vs MoE k=7 (matched total + active)": ("latent", "moe_k7"),
+    "MH-LatentMoE vs MoE k=4 (matched total, 1.7x fewer active)": ("latent", "moe_k4"),
+    "MH-LatentMoE (paper init) vs MoE k=7": ("latent_official", "moe_k7"),
+}
+HEADLINE = next(iter(PAIRS))
 # model shapes: MH d_h = d / H; MoE experts are wider (m_moe in build) so that total FFN
 # parameters are equal; k = 7 then also matches MH's active parameters (and FLOPs) per token.
-# the same tuning grid (peak AdamW lr; bias rate u = 50·lr, the paper's rule) for every arm
-QUICK = dict(
-    d=64, layers=2, T=64, H=4, E=32, m=16, steps=120, batch=8, windows=192, lrs=(3e-3, 1e-2)
-)
-FULL = dict(
-    d=64, layers=2, T=64, H=4, E=32, m=16, steps=300, batch=8, windows=256, lrs=(1e-3, 3e-3, 1e-2)
-)
+# budgets: (steps, peak-lr grid), the same grid for every arm; None = each arm keeps the lr it
+# chose (on the tune split) at the previous budget: a two-point grid at 2000 steps would double
+# the full mode's cost (about 15 more CPU-minutes).
+MODEL = dict(d=64, layers=2, T=64, H=4, E=32, m=16, batch=8, windows=192, warmup=10)
+QUICK = MODEL | dict(budgets=[(120, (3e-3, 1e-2))])
+FULL = MODEL | dict(budgets=[(120, (3e-3, 1e-2)), (480, (3e-3, 1e-2)), (2000, None)])
+LONG_GRID = (1e-3, 3e-3)  # --long-grid: tune the longest budget too (about 900 CPU-s more)
 
 
 def log(msg: str) -> None:
@@ -195,7 +214,7 @@ def measure_comm(world: int) -> list[dict]:
 # 2. quality
 # ------------------------------------------------------------------------------------------
 def build(arm: str, init: str, cfg: dict, seed: int) -> L.ByteLM:
-    """arm in moe_k7, moe_k4, latent, latent_official, latent_2x; init "paper" or "wide"."""
+    """arm in moe_k7, moe_k4, latent, latent_official; init "paper" or "wide"."""
     torch.manual_seed(seed)
     d, H, E, m, nl = cfg["d"], cfg["H"], cfg["E"], cfg["m"], cfg["layers"]
     dh = d // H
@@ -206,10 +225,9 @@ def build(arm: str, init: str, cfg: dict, seed: int) -> L.ByteLM:
         k = int(arm[-1])
         ffn = lambda i: L.MoE(d, E, k, m_moe, num_layers=nl, init_std=std, backend="torch")
     else:
-        e, k, width = (2 * E, 8, m // 2) if arm == "latent_2x" else (E, 4, m)
         r_std = 0.02 if init == "paper" else dh**-0.5
         ffn = lambda i: L.MultiHeadLatentMoE(
-            d, H, dh, e, k, width, num_layers=nl, init_std=std, router_init_std=r_std,
+            d, H, dh, E, 4, m, num_layers=nl, init_std=std, router_init_std=r_std,
             backend="torch",
         )  # fmt: skip
     return L.ByteLM(d, nl, 4, cfg["T"], ffn)
@@ -231,90 +249,200 @@ def ffn_params(model: L.ByteLM) -> tuple[int, int]:
     return total, active
 
 
-def _t95(xs: list[float]) -> tuple[float, float]:
-    """Mean and half-width of the 95 % t-interval."""
+T95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365}
+
+
+def _t95(xs: list[float]) -> tuple[float, float, float]:
+    """Mean, half-width of the 95 % t-interval, sample SD."""
     n = len(xs)
     mean = sum(xs) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
-    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 2.0)
-    return mean, t * sd / math.sqrt(n)
+    return mean, T95.get(n, 2.0) * sd / math.sqrt(n), sd
 
 
-def run_arm(arm: str, init: str, cfg: dict, train, tune, test) -> dict:
+def run_arm(arm: str, init: str, cfg: dict, steps: int, lrs, train, tune, test) -> dict:
     """Every lr of the grid with every seed; choose on tune, report test of the chosen lr."""
     points = []
-    for lr in cfg["lrs"]:
+    for lr in lrs:
         runs = []
         for seed in SEEDS:
             model = build(arm, init, cfg, seed)
+            c0 = time.process_time()
             res = L.train_byte_lm(
-                model, train, tune, steps=cfg["steps"], batch_size=cfg["batch"], lr=lr,
-                warmup=10, bias_update_rate=50 * lr, seed=seed, eval_windows=cfg["windows"],
+                model, train, tune, steps=steps, batch_size=cfg["batch"], lr=lr,
+                warmup=cfg["warmup"], bias_update_rate=BIAS_RATE, seed=seed,
+                eval_windows=cfg["windows"],
             )  # fmt: skip
             test_bpb = L.evaluate_bpb(model, test, cfg["T"], max_windows=cfg["windows"])
-            runs.append(dict(seed=seed, tune_bpb=res.val_bpb, test_bpb=test_bpb))
+            cpu = time.process_time() - c0
+            runs.append(
+                dict(
+                    seed=seed, tune_bpb=res.val_bpb, test_bpb=test_bpb, train_loss=res.train_loss,
+                    final_imbalance=res.final_imbalance, cpu_seconds=cpu,
+                )
+            )  # fmt: skip
         tune_mean = sum(r["tune_bpb"] for r in runs) / len(runs)
         points.append(dict(lr=lr, init=init, tune_bpb=tune_mean, runs=runs))
         log(
-            f"[{arm}] lr {lr:g} init {init}: tune {tune_mean:.4f}  test {[round(r['test_bpb'], 4) for r in runs]}"
+            f"[{steps} steps, {arm}] lr {lr:g} init {init}: tune {tune_mean:.4f}  "
+            f"test {[round(r['test_bpb'], 4) for r in runs]}  "
+            f"imbalance {[round(r['final_imbalance'] or 0, 2) for r in runs]}"
         )
     best = min(points, key=lambda p: p["tune_bpb"])
     total, active = ffn_params(build(arm, best["init"], cfg, 0))
-    test = [r["test_bpb"] for r in best["runs"]]
-    mean, hw = _t95(test)
-    return dict(arm=arm, chosen=dict(lr=best["lr"], init=best["init"]), test_bpb=test,
-                test_mean=mean, test_ci95=hw, ffn_total=total, ffn_active=active, grid=points)  # fmt: skip
+    test_bpb = [r["test_bpb"] for r in best["runs"]]
+    mean, hw, _ = _t95(test_bpb)
+    cpu = sum(r["cpu_seconds"] for p in points for r in p["runs"])
+    return dict(
+        arm=arm, chosen=dict(lr=best["lr"], init=best["init"]),
+        test_bpb=test_bpb, test_mean=mean, test_ci95=hw, ffn_total=total, ffn_active=active,
+        cpu_seconds_per_100_steps=100 * cpu / (steps * len(points) * len(SEEDS)), grid=points,
+    )  # fmt: skip
 
 
 def paired(a: dict, b: dict) -> dict:
-    """Relative difference a/b − 1 per seed (paired), mean and 95 % t half-width, in %."""
-    diffs = [100 * (x / y - 1) for x, y in zip(a["test_bpb"], b["test_bpb"])]
-    mean, hw = _t95(diffs)
-    return dict(per_seed=diffs, mean=mean, ci95=hw)
+    """a − b over the paired seeds: bits/byte and relative (a/b − 1, %); mean, 95 % t
+    half-width, and the minimum detectable effect 2.8 · SD / sqrt(n) (80 % power at 5 %)."""
+    n = len(SEEDS)
+    d_bpb = [x - y for x, y in zip(a["test_bpb"], b["test_bpb"])]
+    d_rel = [100 * (x / y - 1) for x, y in zip(a["test_bpb"], b["test_bpb"])]
+    m_b, hw_b, sd_b = _t95(d_bpb)
+    m_r, hw_r, sd_r = _t95(d_rel)
+    return dict(
+        per_seed=d_rel, mean=m_r, ci95=hw_r, mde=2.8 * sd_r / math.sqrt(n),
+        per_seed_bpb=d_bpb, mean_bpb=m_b, ci95_bpb=hw_b, mde_bpb=2.8 * sd_b / math.sqrt(n),
+    )  # fmt: skip
+
+
+def gap_change(budgets: dict, name: str) -> dict | None:
+    """Per seed: relative gap at the longest budget − at the shortest (percentage points)."""
+    keys = [k for k in budgets if name in budgets[k]["paired"]]
+    if len(keys) < 2:
+        return None
+    first, last = budgets[keys[0]]["paired"][name], budgets[keys[-1]]["paired"][name]
+    diffs = [y - x for x, y in zip(first["per_seed"], last["per_seed"])]
+    mean, hw, _ = _t95(diffs)
+    return dict(pair=name, from_steps=int(keys[0]), to_steps=int(keys[-1]), per_seed=diffs,
+                mean=mean, ci95=hw)  # fmt: skip
+
+
+def quality_budget(cfg: dict, arms: dict, steps: int, lrs, data, prev: dict | None) -> dict:
+    """Every arm at one budget; ``lrs=None``: each arm's lr chosen at the previous budget."""
+    c0 = time.process_time()
+    if lrs is None and prev is None:
+        raise ValueError("lrs=None (carry the chosen lr) needs a previous budget")
+    res_arms = {
+        a: run_arm(
+            a,
+            init,
+            cfg,
+            steps,
+            lrs or (prev["arms"][a]["chosen"]["lr"],),
+            *data,
+        )
+        for a, init in arms.items()
+    }
+    pairs = {
+        name: paired(res_arms[a], res_arms[b])
+        for name, (a, b) in PAIRS.items()
+        if a in res_arms and b in res_arms
+    }
+    for name, p in pairs.items():
+        log(f"[{steps} steps] {name}: {p['mean']:+.2f}% ± {p['ci95']:.2f}% (MDE {p['mde']:.2f}%)")
+    return dict(
+        steps=steps, lrs=list(lrs) if lrs else "carried", training_bytes=steps * cfg["batch"] * cfg["T"],
+        arms=res_arms, paired=pairs, cpu_seconds=time.process_time() - c0,
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------
 # README block, generated from the JSON
 # ------------------------------------------------------------------------------------------
 def readme_block(res: dict) -> str:
-    cfg = res["config"]
+    cfg, budgets = res["config"], res["budgets"]
+    steps = list(budgets)
+    grids = "; ".join(f"{s} steps: {budgets[s]['lrs']}" for s in steps)
+    nbytes = ", ".join(f"{budgets[s]['training_bytes']:,}" for s in steps)
+    carried = (
+        " (carried = the lr each arm chose at the previous budget)"
+        if any(budgets[s]["lrs"] == "carried" for s in steps)
+        else ""
+    )
     lines = [
         f"`reproduce.py{' --quick' if res['quick'] else ''}`: byte-level LM, d = {cfg['d']}, "
-        f"{cfg['layers']} layers, T = {cfg['T']}, {cfg['steps']} steps × {cfg['batch']} sequences "
-        f"({cfg['steps'] * cfg['batch'] * cfg['T']:,} training bytes), seeds {list(SEEDS)}, one "
-        f"torch thread. Grid per arm: peak lr in {list(cfg['lrs'])}; chosen on the tune half of the "
-        f"held-out bytes, reported on the test half ({cfg['windows']} windows). Total "
-        f"{res['seconds']:.0f} s.",
-        "",
-        "| arm | FFN params total | active / token | init, chosen lr | test bits/byte, per seed | mean ± 95% CI |",
-        "|---|---|---|---|---|---|",
-    ]
-    for a in res["arms"].values():
-        lines.append(
-            f"| {a['arm']} | {a['ffn_total']:,} | {a['ffn_active']:,} | {a['chosen']['init']}, "
-            f"{a['chosen']['lr']:g} | {', '.join(f'{x:.4f}' for x in a['test_bpb'])} | "
-            f"{a['test_mean']:.4f} ± {a['test_ci95']:.4f} |"
+        f"{cfg['layers']} layers, T = {cfg['T']}, {cfg['batch']} sequences per step, budgets "
+        f"{', '.join(steps)} steps ({nbytes} "
+        f"training bytes), seeds {list(SEEDS)}, aux-free bias rate u = {res['bias_rate']:g}, one "
+        f"torch thread. Peak-lr grid, the same for every arm: {grids}{carried}; chosen on the tune half of "
+        f"the held-out bytes, reported on the test half ({cfg['windows']} windows). "
+        f"{res['cpu_seconds']:.0f} CPU-s"
+        + (
+            " in the main process (the gloo workers of the traffic table not counted)"
+            if res.get("comm")
+            else ""
         )
-    lines.append("")
-    for name, p in res["paired"].items():
+        + f", {res['seconds']:.0f} s wall on a shared, loaded machine"
+        + ("." if res.get("complete", True) else f"; **incomplete**: only {', '.join(steps)}."),
+        "",
+        "| arm | FFN params total | active / token | CPU-s / 100 steps (last budget, incl. evals) | "
+        + " | ".join(f"{s} steps: test bits/byte (lr)" for s in steps)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(steps),
+    ]
+    first = budgets[steps[0]]["arms"]
+    for arm in first:
+        cells = []
+        for s in steps:
+            a = budgets[s]["arms"].get(arm)
+            cells.append(
+                f"{a['test_mean']:.4f} ± {a['test_ci95']:.4f} ({a['chosen']['init']}, "
+                f"{a['chosen']['lr']:g})"
+                if a
+                else "—"
+            )
+        a0 = first[arm]
+        cpu = budgets[steps[-1]]["arms"][arm]["cpu_seconds_per_100_steps"]
         lines.append(
-            f"- {name}: {p['mean']:+.2f}% ± {p['ci95']:.2f}% (paired over seeds: "
-            f"{', '.join(f'{d:+.2f}%' for d in p['per_seed'])})"
+            f"| {arm} | {a0['ffn_total']:,} | {a0['ffn_active']:,} | {cpu:.2f} | "
+            + " | ".join(cells)
+            + " |"
         )
     lines += [
         "",
-        "| W | k | HP B/token (formula) | EP naive B/token (formula) | EP de-dup B/token (+ metadata) | naive / HP | de-dup / HP |",
-        "|---|---|---|---|---|---|---|",
+        "| comparison | steps | Δ bits/byte, mean ± 95% CI | relative, mean ± 95% CI | MDE (rel.) | per seed (rel.) |",
+        "|---|---|---|---|---|---|",
     ]
-    for w, rows in res["comm"].items():
-        for r in rows:
-            hp = r["hp_bytes_per_token"]
-            lines.append(
-                f"| {w} | {r['k']} | {hp:.0f} ({r['hp_formula']:.0f}) | "
-                f"{r['ep_naive_bytes_per_token']:.0f} ({r['ep_naive_formula']:.0f}) | "
-                f"{r['ep_dedup_bytes_per_token']:.0f} (+{r['ep_dedup_metadata_per_token']:.0f}) | "
-                f"{r['ep_naive_bytes_per_token'] / hp:.2f} | {r['ep_dedup_bytes_per_token'] / hp:.2f} |"
-            )
+    for name in PAIRS:
+        for s in steps:
+            p = budgets[s]["paired"].get(name)
+            if p:
+                lines.append(
+                    f"| {name} | {s} | {p['mean_bpb']:+.4f} ± {p['ci95_bpb']:.4f} | "
+                    f"{p['mean']:+.2f}% ± {p['ci95']:.2f}% | {p['mde']:.2f}% | "
+                    f"{', '.join(f'{d:+.2f}%' for d in p['per_seed'])} |"
+                )
+    for g in res.get("gap_change") or []:
+        lines += [
+            "",
+            f"- {g['pair']}: gap at {g['to_steps']} steps − gap at {g['from_steps']} steps = "
+            f"{g['mean']:+.2f} ± {g['ci95']:.2f} percentage points (paired over seeds: "
+            f"{', '.join(f'{d:+.2f}' for d in g['per_seed'])}).",
+        ]
+    if res.get("comm"):
+        lines += [
+            "",
+            "| W | k | HP B/token (formula) | EP naive B/token (formula) | EP de-dup B/token (+ metadata) | naive / HP | de-dup / HP |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for w, rows in res["comm"].items():
+            for r in rows:
+                hp = r["hp_bytes_per_token"]
+                lines.append(
+                    f"| {w} | {r['k']} | {hp:.0f} ({r['hp_formula']:.0f}) | "
+                    f"{r['ep_naive_bytes_per_token']:.0f} ({r['ep_naive_formula']:.0f}) | "
+                    f"{r['ep_dedup_bytes_per_token']:.0f} (+{r['ep_dedup_metadata_per_token']:.0f}) | "
+                    f"{r['ep_naive_bytes_per_token'] / hp:.2f} | {r['ep_dedup_bytes_per_token'] / hp:.2f} |"
+                )
     return "\n".join(lines)
 
 
@@ -332,65 +460,111 @@ def write_readme() -> None:
     README.write_text(text)
 
 
+def _full_headline() -> str:
+    """The headline gap at the longest budget of the committed full run, if there is one."""
+    path = HERE / "reproduce.json"
+    if not path.exists():
+        return ""
+    full = json.loads(path.read_text())
+    if not full.get("complete"):
+        return ""
+    last = list(full["budgets"])[-1]
+    p = full["budgets"][last]["paired"][HEADLINE]
+    return (
+        f"; at {last} steps (committed full run, reproduce.json): {p['mean']:+.2f}% ± "
+        f"{p['ci95']:.2f}%"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="<= 2 minutes on 2 idle CPU cores")
-    ap.add_argument("--readme", action="store_true", help="only rewrite the README block")
+    ap.add_argument("--readme", action="store_true", help="only rewrite the README blocks")
+    ap.add_argument(
+        "--resume", action="store_true",
+        help="full mode: keep the budgets an interrupted run already wrote to reproduce.json",
+    )  # fmt: skip
+    ap.add_argument(
+        "--long-grid", action="store_true",
+        help=f"full mode: tune the longest budget on {LONG_GRID} instead of carrying the lr",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.readme:
         write_readme()
         return
     torch.set_num_threads(1)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cfg = QUICK if args.quick else FULL
-    comm = {}
-    for w in (2, 4):
-        comm[w] = measure_comm(w)
-        for r in comm[w]:
-            log(f"W={w} k={r['k']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r.items() if k != "k"))
-    train, val = L.load_corpus()
-    tune, test = val[: len(val) // 2], val[len(val) // 2 :]
-    arms = ARMS_QUICK if args.quick else ARMS_FULL
-    res_arms = {a: run_arm(a, init, cfg, train, tune, test) for a, init in arms.items()}
-    lat, official = res_arms["latent"], res_arms["latent_official"]
-    pairs = {
-        "MH-LatentMoE vs MoE k=7 (matched total + active)": paired(lat, res_arms["moe_k7"]),
-        "MH-LatentMoE (paper init) vs MoE k=7": paired(official, res_arms["moe_k7"]),
-    }
-    if "moe_k4" in res_arms:
-        pairs["MH-LatentMoE vs MoE k=4 (matched total, 1.7x fewer active)"] = paired(
-            lat, res_arms["moe_k4"]
-        )
-        pairs["MH-LatentMoE 2x granularity vs MoE k=7"] = paired(
-            res_arms["latent_2x"], res_arms["moe_k7"]
-        )
-    seconds = time.perf_counter() - t0
-    full = dict(
-        quick=args.quick, config=cfg, seconds=seconds, arms=res_arms, paired=pairs, comm=comm
-    )
+    if args.long_grid and not args.quick:
+        cfg = cfg | dict(budgets=[*cfg["budgets"][:-1], (cfg["budgets"][-1][0], LONG_GRID)])
     out = HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
-    full["machine"] = machine_info()  # CPU, kernel level, threads, versions
-    out.write_text(json.dumps(full, indent=1) + "\n")
-    for name, p in pairs.items():
-        log(f"{name}: {p['mean']:+.2f}% ± {p['ci95']:.2f}%")
+    comm = {}
+    if args.quick:  # the traffic does not depend on the budget: measured in --quick only
+        for w in (2, 4):
+            comm[w] = measure_comm(w)
+            for r in comm[w]:
+                log(
+                    f"W={w} k={r['k']}: "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in r.items() if k != "k")
+                )
+    train, val = L.load_corpus()
+    data = (train, val[: len(val) // 2], val[len(val) // 2 :])  # train, tune, test
+    arms = ARMS_QUICK if args.quick else ARMS_FULL
+    budgets: dict[str, dict] = {}
+    full: dict = {}
+    done, before, before_cpu = {}, 0.0, 0.0
+    if args.resume and not args.quick and out.exists():
+        old = json.loads(out.read_text())
+        done, before, before_cpu = old["budgets"], old["seconds"], old["cpu_seconds"]
+    for i, (steps, lrs) in enumerate(cfg["budgets"]):
+        prev = budgets[str(cfg["budgets"][i - 1][0])] if i else None
+        kept = done.get(str(steps))
+        if (
+            kept
+            and kept["lrs"] == (list(lrs) if lrs else "carried")
+            and list(kept["arms"]) == list(arms)
+        ):
+            log(f"[{steps} steps] kept from the interrupted run")
+            budgets[str(steps)] = kept
+            continue
+        budgets[str(steps)] = quality_budget(cfg, arms, steps, lrs, data, prev)
+        full = dict(
+            quick=args.quick, complete=i == len(cfg["budgets"]) - 1, config=cfg,
+            bias_rate=BIAS_RATE, seconds=before + time.perf_counter() - t0,
+            cpu_seconds=before_cpu + time.process_time() - c0, budgets=budgets,
+            gap_change=[g for name in PAIRS if (g := gap_change(budgets, name))], comm=comm,
+            machine=machine_info(),  # CPU, kernel level, threads, versions
+        )  # fmt: skip
+        out.write_text(json.dumps(full, indent=1) + "\n")
+    if not full:  # every budget was kept from the interrupted run
+        return
+    for g in full["gap_change"]:
+        log(
+            f"{g['pair']}: gap change {g['from_steps']} -> {g['to_steps']} steps {g['mean']:+.2f} ± {g['ci95']:.2f} pp"
+        )
+    if not args.quick:
+        return
+    q = budgets[str(cfg["budgets"][0][0])]
+    h, lat, k7 = q["paired"][HEADLINE], q["arms"]["latent"], q["arms"]["moe_k7"]
     k8 = comm[4][-1]
-    h = pairs["MH-LatentMoE vs MoE k=7 (matched total + active)"]
     print(
         json.dumps(
             {
                 "package": "latentmoe",
                 "claim": (
                     "MH-LatentMoE test bits/byte vs FLOP- and active-parameter-matched MoE (k=7), "
-                    f"3 paired seeds, lr/init tuned per arm on a separate split: "
-                    f"{h['mean']:+.2f}% ± {h['ci95']:.2f}%; HP bytes/token constant in k; at W=4, "
-                    f"k=8 naive EP/HP {k8['ep_naive_bytes_per_token'] / k8['hp_bytes_per_token']:.2f}x, "
+                    f"3 paired seeds, lr/init tuned per arm on a separate split, read at "
+                    f"{q['steps']} steps ({q['training_bytes']:,} training bytes, a start-up "
+                    f"budget): {h['mean']:+.2f}% ± {h['ci95']:.2f}%{_full_headline()}; HP "
+                    f"bytes/token constant in k; at W=4, k=8 naive EP/HP "
+                    f"{k8['ep_naive_bytes_per_token'] / k8['hp_bytes_per_token']:.2f}x, "
                     f"de-duplicated EP/HP {k8['ep_dedup_bytes_per_token'] / k8['hp_bytes_per_token']:.2f}x"
                 ),
                 "paper": "equal or better quality than MoE, 1.82x faster training than MoE+EP; O(1)-in-k communication",
                 "ours": round(lat["test_mean"], 4),
-                "baseline": round(res_arms["moe_k7"]["test_mean"], 4),
-                "ratio": round(lat["test_mean"] / res_arms["moe_k7"]["test_mean"], 4),
-                "seconds": round(seconds, 1),
+                "baseline": round(k7["test_mean"], 4),
+                "ratio": round(lat["test_mean"] / k7["test_mean"], 4),
+                "seconds": round(full["seconds"], 1),
             }
         )
     )
