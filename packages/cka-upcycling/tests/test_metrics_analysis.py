@@ -162,3 +162,20 @@ def test_diagnostic_plan_grows_only_where_drift_and_sensitivity_are():
     assert [lay.copies_per_slot() for lay in find_moe_layers(model).values()] == [[1] * 3] * 2
     with pytest.raises(ValueError, match="budget"):
         diagnostic_plan(model, _cls_loss, _cls_batches(1, 2), _cls_batches(1, 3), budget=7)
+
+
+def test_diagnostic_plan_weights_sensitivity_by_layer_drift(monkeypatch):
+    """Both layers live; a planted drift (deep layer b drifts, a does not) must move the whole
+    budget to b, whatever the sensitivities: the score is drift x sensitivity."""
+    import icml26_cka_upcycling.analysis as an
+
+    class _Live(_TwoMoE):
+        def forward(self, x):
+            h = x + self.a(x)
+            return self.head(h + self.b(h))
+
+    model = _Live()
+    for drift, layer in (({"a": 1e-6, "b": 0.5}, "b"), ({"a": 0.5, "b": 1e-6}, "a")):
+        monkeypatch.setattr(an, "cka_drift", lambda *a, d=drift, **k: dict(d))
+        plan = diagnostic_plan(model, _cls_loss, _cls_batches(2, 2), _cls_batches(1, 3), budget=3)
+        assert len(plan.grow[layer]) == 3, (drift, plan.grow)
