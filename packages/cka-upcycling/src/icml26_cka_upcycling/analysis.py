@@ -199,8 +199,10 @@ def expert_sensitivity(
     i = 0
     for n, lay in layers.items():
         k = len(params[n])
-        g2 = sum(a.detach().double().pow(2).flatten(1).sum(1) for a in acc[i : i + k])  # (P,)
-        w2 = sum(t.detach().double().pow(2).flatten(1).sum(1) for t in params[n])  # (P,)
+        g2 = torch.stack([a.detach().double().pow(2).flatten(1).sum(1) for a in acc[i : i + k]])
+        g2 = g2.sum(0)  # (P,) squared gradient norm of each copy
+        w2 = torch.stack([t.detach().double().pow(2).flatten(1).sum(1) for t in params[n]])
+        w2 = w2.sum(0)  # (P,) squared weight norm of each copy
         i += k
         s_num = torch.zeros(lay.num_experts, dtype=torch.float64).index_add_(0, lay.slot_of, g2)
         s_den = torch.zeros(lay.num_experts, dtype=torch.float64).index_add_(0, lay.slot_of, w2)
