@@ -58,6 +58,7 @@ from icml26_cka_upcycling import (
     UpcyclePlan,
     apply_plan,
     cl_metrics,
+    diagnostic_plan,
     exponential_tau,
     find_moe_layers,
     upcycle_ffn,
@@ -198,7 +199,7 @@ def run(args: tuple) -> dict:
     use_replay = arm != "seqft"
     up = BilevelUpcycler(
         model, loss_fn, cka_layers=[f"blocks.{cfg['layers'] - 1}"],
-        lambda_replay=cfg["lambda_replay"], lambda_cka=cfg["lambda_cka"] if arm in ("full", "selective", "random") else 0.0,
+        lambda_replay=cfg["lambda_replay"], lambda_cka=cfg["lambda_cka"] if arm in ("full", "selective", "random", "diagnostic") else 0.0,
         lambda_param=cfg["lambda_param"], tau=exponential_tau(1.0, 0.2, cfg["search"]), outer_lr=cfg["outer_lr"],
         inner_presence=cfg.get("inner_presence", "sampled"),
     )  # fmt: skip
@@ -222,6 +223,13 @@ def run(args: tuple) -> dict:
             plan = up.end_search()
             searches.append({"p_grow": plan.p_grow, "drawn": plan.drawn})
             steps -= cfg["search"]
+        elif arm == "diagnostic":  # [recon] the paper's diagnostics as the growth score
+            probe = [next(it) for _ in range(cfg.get("probe_steps", 20))]
+            old = [buf.sample(cfg["batch"]) for _ in range(4)]
+            plan = diagnostic_plan(model, loss_fn, probe, old, budget=cfg["diag_budget"], lr=lr)
+            plan.added_params = apply_plan(model, plan)
+            searches.append({"p_grow": plan.p_grow})
+            up.snapshot_teacher()
         elif arm in ("full", "random"):
             layers = find_moe_layers(model)
             if arm == "full":

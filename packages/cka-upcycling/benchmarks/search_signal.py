@@ -14,6 +14,11 @@ only). For each inner-step mode of :class:`BilevelUpcycler`:
 Seeds 0..N-1; both modes run on the same seeds and data order. The reconstruction's default
 stays "sampled"; "all" is a labelled variant.
 
+A third arm, ``diagnostic`` (pre-registered with these settings before its first run): no
+search; at each task :func:`diagnostic_plan` grows the 2 slots (the sampled search's mean
+growth per task) with the highest CKA-drift × expert-sensitivity score (20 probe steps, drift
+on 4 replay batches), against random growth of 2 slots per task.
+
     python benchmarks/search_signal.py --seeds 6      # writes benchmarks/search_signal.json
 """
 
@@ -49,11 +54,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--only-diagnostic", action="store_true", help="keep the modes in the JSON")
     a = ap.parse_args()
     t0 = time.time()
     seeds = list(range(a.seeds))
     out: dict = {"seeds": seeds, "config": CFG, "modes": {}}
-    for mode in ("sampled", "all"):
+    path = HERE / "search_signal.json"
+    if a.only_diagnostic:  # rerun only the third arm, keep the two search modes already measured
+        out["modes"] = {
+            k: v for k, v in json.loads(path.read_text())["modes"].items() if k != "diagnostic"
+        }
+    for mode in () if a.only_diagnostic else ("sampled", "all"):
         cfg = {**CFG, "inner_presence": mode}
         sel = pool_map([("split", "selective", s, 3e-3, "test", cfg) for s in seeds], a.workers)
         counts = {r["seed"]: [sum(len(v) for v in p.values()) for p in r["plans"]] for r in sel}
@@ -82,9 +93,27 @@ def main() -> None:
             "paired_sd_pts": float(np.std(diffs, ddof=1)),
             "mde_pts": float(2.8 * np.std(diffs, ddof=1) / math.sqrt(len(seeds))),
         }
+    cfg = {**CFG, "diag_budget": 2, "probe_steps": 20}
+    dia = pool_map([("split", "diagnostic", s, 3e-3, "test", cfg) for s in seeds], a.workers)
+    rnd = pool_map(
+        [("split", "random", s, 3e-3, "test", {**cfg, "random_counts": [2] * 4}) for s in seeds],
+        a.workers,
+    )
+    a_dia = {r["seed"]: _acc(r) for r in dia}
+    a_rnd = {r["seed"]: _acc(r) for r in rnd}
+    diffs = [a_dia[s] - a_rnd[s] for s in seeds]
+    out["modes"]["diagnostic"] = {
+        "selective_acc": [a_dia[s] for s in seeds],
+        "random_acc": [a_rnd[s] for s in seeds],
+        "plans": [r["plans"] for r in dia],
+        "selective_minus_random_pts": _interval(diffs),
+        "paired_sd_pts": float(np.std(diffs, ddof=1)),
+        "mde_pts": float(2.8 * np.std(diffs, ddof=1) / math.sqrt(len(seeds))),
+        "corr_mean": float("nan"),
+    }
     out["seconds"] = round(time.time() - t0, 1)
     out["machine"] = machine_info()
-    (HERE / "search_signal.json").write_text(json.dumps(out, indent=1) + "\n")
+    path.write_text(json.dumps(out, indent=1) + "\n")
     for mode, r in out["modes"].items():
         print(
             f"{mode}: corr(p_grow, drawn) {r['corr_mean']:+.2f}; selective - random "

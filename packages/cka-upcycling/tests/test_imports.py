@@ -16,6 +16,8 @@ EXPECTED_ALL = [
     "collect_features",
     "constant_tau",
     "cosine_tau",
+    "diagnostic_plan",
+    "expert_sensitivity",
     "exponential_tau",
     "find_moe_layers",
     "gram_linear",

@@ -93,3 +93,89 @@ def test_cka_drift_is_zero_for_the_same_model_and_grows_with_a_perturbation():
     assert d["1"] < 1e-6 and d["3"] > 1e-3  # only layers after the change drift
     with pytest.raises(ValueError, match="layers names"):
         cka_drift(net, moved, batches, ["9"])
+
+
+# ----------------------------------------------------------------------------- diagnostic growth
+from icml26_cka_upcycling import (  # noqa: E402
+    UpcycledMoE,
+    diagnostic_plan,
+    expert_sensitivity,
+    find_moe_layers,
+)
+
+
+class _TwoMoE(nn.Module):
+    """h -> h + 0·A(h) -> h + B(h) -> head: layer A cannot matter for any task, B can."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = UpcycledMoE(6, 3, 2, 8, init_std=0.3)
+        self.b = UpcycledMoE(6, 3, 2, 8, init_std=0.3)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = x + 0.0 * self.a(x)
+        return self.head(h + self.b(h))
+
+
+def _cls_loss(model, batch):
+    x, y = batch
+    return nn.functional.cross_entropy(model(x), y)
+
+
+def _cls_batches(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return [
+        (torch.randn(16, 6, generator=g), torch.randint(0, 3, (16,), generator=g)) for _ in range(n)
+    ]
+
+
+def test_expert_sensitivity_is_zero_where_the_task_cannot_act_and_ignores_freezing():
+    model = _TwoMoE()
+    model.b.frozen[1] = True
+    s = expert_sensitivity(model, _cls_loss, _cls_batches(2, 1))
+    assert s["a"] == [0.0, 0.0, 0.0] and all(v > 0 for v in s["b"])
+    assert model.b.frozen.tolist() == [False, True, False]  # restored
+    model.b.frozen[1] = False
+    assert expert_sensitivity(model, _cls_loss, _cls_batches(2, 1))["b"] == pytest.approx(s["b"])
+    # the definition: ||sum_b dL/dtheta_e|| / ||theta_e||, by hand for slot 2 of layer b
+    gs = [
+        torch.autograd.grad(_cls_loss(model, b), [model.b.w1, model.b.w2])
+        for b in _cls_batches(2, 1)
+    ]
+    g1, g2 = gs[0][0] + gs[1][0], gs[0][1] + gs[1][1]
+    num = (g1[2].pow(2).sum() + g2[2].pow(2).sum()).sqrt()
+    den = (model.b.w1[2].pow(2).sum() + model.b.w2[2].pow(2).sum()).sqrt()
+    assert s["b"][2] == pytest.approx(float((num / den).detach()), rel=1e-5)
+
+
+def test_diagnostic_plan_grows_only_where_drift_and_sensitivity_are():
+    model = _TwoMoE()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    plan = diagnostic_plan(
+        model, _cls_loss, _cls_batches(5, 2), _cls_batches(2, 3), budget=2, lr=1e-2
+    )
+    assert plan.grow["a"] == [] and len(plan.grow["b"]) == 2
+    assert max(plan.p_grow["b"]) == pytest.approx(1.0) and plan.p_grow["a"] == [0.0] * 3
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # untouched
+    assert [lay.copies_per_slot() for lay in find_moe_layers(model).values()] == [[1] * 3] * 2
+    with pytest.raises(ValueError, match="budget"):
+        diagnostic_plan(model, _cls_loss, _cls_batches(1, 2), _cls_batches(1, 3), budget=7)
+
+
+def test_diagnostic_plan_weights_sensitivity_by_layer_drift(monkeypatch):
+    """Both layers live; a planted drift (deep layer b drifts, a does not) must move the whole
+    budget to b, whatever the sensitivities: the score is drift x sensitivity."""
+    import icml26_cka_upcycling.analysis as an
+
+    class _Live(_TwoMoE):
+        def forward(self, x):
+            h = x + self.a(x)
+            return self.head(h + self.b(h))
+
+    model = _Live()
+    for drift, layer in (({"a": 1e-6, "b": 0.5}, "b"), ({"a": 0.5, "b": 1e-6}, "a")):
+        monkeypatch.setattr(an, "cka_drift", lambda *a, d=drift, **k: dict(d))
+        plan = diagnostic_plan(model, _cls_loss, _cls_batches(2, 2), _cls_batches(1, 3), budget=3)
+        assert len(plan.grow[layer]) == 3, (drift, plan.grow)

@@ -4,7 +4,14 @@ Reconstructed from the abstract; see the README for what is faithful and what is
 The ``transformers.Trainer`` integration lives in :mod:`icml26_cka_upcycling.hf` (extra ``hf``).
 """
 
-from .analysis import cka_drift, collect_features, hessian_trace, rho_sharpness
+from .analysis import (
+    cka_drift,
+    collect_features,
+    diagnostic_plan,
+    expert_sensitivity,
+    hessian_trace,
+    rho_sharpness,
+)
 from .bilevel import (
     BilevelUpcycler,
     ReservoirBuffer,
@@ -44,6 +51,8 @@ __all__ = [
     "collect_features",
     "constant_tau",
     "cosine_tau",
+    "diagnostic_plan",
+    "expert_sensitivity",
     "exponential_tau",
     "find_moe_layers",
     "gram_linear",

@@ -10,6 +10,16 @@
 
   and the Hessian trace by Hutchinson's estimator, tr(H) ≈ (1/s) Σ_i z_iᵀ H z_i with
   Rademacher z_i (exact for a diagonal H), H z by double back-propagation.
+* Diagnostic growth (:func:`diagnostic_plan`, **[recon]**): the abstract's two findings as a
+  score for every candidate slot (ℓ, e) at the start of a task,
+
+      score_{ℓe} = (drift_ℓ / mean drift) · (s_{ℓe} / mean s),
+      s_{ℓe}     = ‖∂L_t/∂θ_{ℓe}‖_F / ‖θ_{ℓe}‖_F        (expert sensitivity to the new task)
+
+  with drift_ℓ the CKA drift of layer ℓ's output on old-task (replay) inputs after a short probe
+  fine-tune of a copy of the model on the new task, θ_{ℓe} all weights of slot e's copies. The
+  ``budget`` highest-scoring slots grow. No search, no Gumbel mask: an alternative to the
+  bilevel plan that uses the paper's diagnostics directly.
 """
 
 from __future__ import annotations
@@ -20,9 +30,17 @@ from typing import Any
 import torch
 from torch import nn
 
+from .bilevel import UpcyclePlan, find_moe_layers
 from .cka import linear_cka
 
-__all__ = ["cka_drift", "collect_features", "hessian_trace", "rho_sharpness"]
+__all__ = [
+    "cka_drift",
+    "collect_features",
+    "diagnostic_plan",
+    "expert_sensitivity",
+    "hessian_trace",
+    "rho_sharpness",
+]
 
 
 def collect_features(
@@ -138,3 +156,109 @@ def hessian_trace(
         )
         total += float(sum((z * h).sum() for z, h in zip(zs, hz)))
     return total / num_samples
+
+
+def expert_sensitivity(
+    model: nn.Module, loss_fn: Callable[[nn.Module, Any], torch.Tensor], batches: Iterable[Any]
+) -> dict[str, list[float]]:
+    """s_{ℓe} = ‖Σ_b ∂L(b)/∂θ_{ℓe}‖_F / ‖θ_{ℓe}‖_F for every slot e of every UpcycledMoE layer ℓ.
+
+    θ_{ℓe} is W1 (and b1) and W2 of all the slot's copies; frozen copies count too (their
+    freezing is lifted for the measurement and restored). Nothing is updated.
+    """
+    layers = find_moe_layers(model)
+    if not layers:
+        raise ValueError("model has no UpcycledMoE layer")
+    saved = {n: lay.frozen.clone() for n, lay in layers.items()}
+    params = {
+        n: [t for t in (lay.w1, lay.w2, lay.b1) if t is not None] for n, lay in layers.items()
+    }
+    flat = [t for ts in params.values() for t in ts]
+    was = [t.requires_grad for t in flat]
+    acc = [torch.zeros_like(t) for t in flat]
+    try:
+        for lay in layers.values():
+            lay.frozen.zero_()
+        for t in flat:
+            t.requires_grad_(True)
+        n_batches = 0
+        for b in batches:
+            gs = torch.autograd.grad(loss_fn(model, b), flat, allow_unused=True)
+            for a, g in zip(acc, gs):
+                if g is not None:
+                    a.add_(g)
+            n_batches += 1
+        if n_batches == 0:
+            raise ValueError("batches is empty")
+    finally:
+        for n, lay in layers.items():
+            lay.frozen.copy_(saved[n])
+        for t, w in zip(flat, was):
+            t.requires_grad_(w)
+    out: dict[str, list[float]] = {}
+    i = 0
+    for n, lay in layers.items():
+        k = len(params[n])
+        g2 = torch.stack([a.detach().double().pow(2).flatten(1).sum(1) for a in acc[i : i + k]])
+        g2 = g2.sum(0)  # (P,) squared gradient norm of each copy
+        w2 = torch.stack([t.detach().double().pow(2).flatten(1).sum(1) for t in params[n]])
+        w2 = w2.sum(0)  # (P,) squared weight norm of each copy
+        i += k
+        s_num = torch.zeros(lay.num_experts, dtype=torch.float64).index_add_(0, lay.slot_of, g2)
+        s_den = torch.zeros(lay.num_experts, dtype=torch.float64).index_add_(0, lay.slot_of, w2)
+        out[n] = (s_num.sqrt() / s_den.sqrt().clamp_min(1e-300)).tolist()
+    return out
+
+
+def diagnostic_plan(
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    task_batches: Sequence[Any],
+    old_batches: Sequence[Any],
+    *,
+    budget: int,
+    lr: float = 1e-3,
+) -> UpcyclePlan:
+    """Grow the ``budget`` slots with the highest drift × sensitivity score (module docstring).
+
+    ``task_batches``: new-task batches; the probe fine-tunes a copy of ``model`` (Adam, ``lr``)
+    one step per batch, and the sensitivity is the summed gradient over them. ``old_batches``:
+    replay / old-task inputs on which the CKA drift of each layer's output is measured. The
+    model itself is not changed; apply the returned plan with :func:`~.bilevel.apply_plan`.
+    ``plan.p_grow`` holds the normalised scores (max 1), not probabilities.
+    """
+    import copy
+
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+        raise ValueError(f"budget must be a non-negative int; got {budget!r}")
+    if not task_batches or not old_batches:
+        raise ValueError("task_batches and old_batches must be non-empty")
+    layers = find_moe_layers(model)
+    if not layers:
+        raise ValueError("model has no UpcycledMoE layer")
+    n_cand = sum(lay.num_experts for lay in layers.values())
+    if budget > n_cand:
+        raise ValueError(f"budget must be <= the number of slots ({n_cand}); got {budget}")
+    sens = expert_sensitivity(model, loss_fn, task_batches)
+    probe = copy.deepcopy(model).train()
+    opt = torch.optim.Adam([p for p in probe.parameters() if p.requires_grad], lr=lr)
+    for b in task_batches:
+        opt.zero_grad()
+        loss_fn(probe, b).backward()
+        opt.step()
+    drift = cka_drift(model, probe, list(old_batches), list(layers), forward=loss_fn)
+    d_mean = max(sum(drift.values()) / len(drift), 1e-300)
+    s_all = [v for vs in sens.values() for v in vs]
+    s_mean = max(sum(s_all) / len(s_all), 1e-300)
+    scores = {n: [drift[n] / d_mean * v / s_mean for v in sens[n]] for n in layers}
+    ranked = sorted(
+        ((sc, n, e) for n in layers for e, sc in enumerate(scores[n])), key=lambda t: -t[0]
+    )
+    grow: dict[str, list[int]] = {n: [] for n in layers}
+    for _, n, e in ranked[:budget]:
+        grow[n].append(e)
+    top = max(max(v) for v in scores.values()) or 1.0
+    return UpcyclePlan(
+        grow={n: sorted(v) for n, v in grow.items()},
+        p_grow={n: [v / top for v in scores[n]] for n in layers},
+    )
