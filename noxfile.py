@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -352,6 +353,9 @@ REPRO_TIMEOUT_S = int(os.environ.get("ICML26_REPRODUCE_TIMEOUT", "1800"))  # a h
 _MACHINE = ROOT / "shared-kernels" / "src" / "icml26_kernels" / "provenance.py"
 
 
+_PARALLEL_RUNS = False  # set by `reproduce --jobs N`: per-run CPU seconds are then not recorded
+
+
 def _run_quick(member: Member, env_dir: str) -> dict:
     """Run one member's ``reproduce.py --quick`` in its synced env; its JSON row plus provenance.
 
@@ -365,6 +369,8 @@ def _run_quick(member: Member, env_dir: str) -> dict:
     script = member.path / "benchmarks" / "reproduce.py"
     python = f"{env_dir}/bin/python"
     started = now()
+    load = [round(v, 1) for v in os.getloadavg()]  # a loaded machine inflates the wall seconds
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         proc = subprocess.run(
             [python, str(script), "--quick"],
@@ -397,6 +403,12 @@ def _run_quick(member: Member, env_dir: str) -> dict:
         )
         row["machine"] = json.loads(out.stdout) if out.returncode == 0 else "unknown"
     row["measured"] = started
+    row["load_avg_at_start"] = load
+    if not _PARALLEL_RUNS:  # children's CPU time is exact only when one run is in flight
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        row["cpu_seconds"] = round(
+            (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime), 1
+        )
     return row
 
 
@@ -456,6 +468,8 @@ def reproduce(session: nox.Session) -> None:
         path = write_row(ROOT, row)
         session.log(f"{member.name}: {row['seconds']} s -> {path.relative_to(ROOT)}")
 
+    global _PARALLEL_RUNS
+    _PARALLEL_RUNS = jobs > 1
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, chosen))
     write_table(ROOT)

@@ -79,6 +79,13 @@ def render_row(row: dict) -> str:
         "machine": machine_label(row.get("machine")),
         "measured (UTC)": row.get("measured") or "—",
     }
+    # wall seconds on a loaded machine say little about the budget: show the CPU seconds and
+    # the 1-minute load at the start when `nox -s reproduce` recorded them
+    if isinstance(row.get("cpu_seconds"), (int, float)):
+        cells["seconds"] = f"{_cell(row['seconds'])} (CPU {_cell(row['cpu_seconds'])})"
+    load = row.get("load_avg_at_start")
+    if isinstance(load, list) and load:
+        cells["machine"] = f"{cells['machine']}, load {load[0]}"
     return "| " + " | ".join(_cell(cells.get(c)) for c in COLUMNS) + " |"
 
 

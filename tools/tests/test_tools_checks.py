@@ -63,6 +63,14 @@ def test_reproduce_table_renders_every_column_and_the_machine():
         in text
     )
     assert "| unrecorded |" in reproduce_table.render([_row("alpha", 0.5)])
+    loaded = {
+        **_row("alpha", 0.5, machine=machine),
+        "cpu_seconds": 61.23,
+        "load_avg_at_start": [9.5, 8, 7],
+    }
+    assert "| 1 (CPU 61.23) | AMD EPYC (AVX512, 2 threads), load 9.5 |" in reproduce_table.render(
+        [loaded]
+    )
 
 
 def test_reproduce_table_check_fails_on_a_stale_row(tmp_path):
