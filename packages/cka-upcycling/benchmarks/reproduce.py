@@ -187,7 +187,6 @@ def run(args: tuple) -> dict:
             router_init="orthogonal",
             init_std=0.5,
             generator=ug,
-            backend=cfg.get("backend", "auto"),
         )
     model.embed.requires_grad_(False)
     T = len(tasks)

@@ -34,16 +34,9 @@ from pathlib import Path
 import numpy as np
 from icml26_cka_upcycling import cl_metrics
 from icml26_kernels.provenance import machine_info
-from reproduce import CFG, pool_map
+from reproduce import CFG, interval, pool_map
 
 HERE = Path(__file__).resolve().parent
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def _interval(d: list[float]) -> list[float]:
-    a = np.asarray(d, float)
-    h = T975[len(a) - 1] * a.std(ddof=1) / math.sqrt(len(a))
-    return [float(a.mean()), float(a.mean() - h), float(a.mean() + h)]
 
 
 def _acc(r: dict) -> float:
@@ -89,7 +82,7 @@ def main() -> None:
             "selective_acc": [a_sel[s] for s in seeds],
             "random_acc": [a_rnd[s] for s in seeds],
             "grown_per_task": [counts[s] for s in seeds],
-            "selective_minus_random_pts": _interval(diffs),
+            "selective_minus_random_pts": interval(diffs),
             "paired_sd_pts": float(np.std(diffs, ddof=1)),
             "mde_pts": float(2.8 * np.std(diffs, ddof=1) / math.sqrt(len(seeds))),
         }
@@ -106,17 +99,17 @@ def main() -> None:
         "selective_acc": [a_dia[s] for s in seeds],
         "random_acc": [a_rnd[s] for s in seeds],
         "plans": [r["plans"] for r in dia],
-        "selective_minus_random_pts": _interval(diffs),
+        "selective_minus_random_pts": interval(diffs),
         "paired_sd_pts": float(np.std(diffs, ddof=1)),
         "mde_pts": float(2.8 * np.std(diffs, ddof=1) / math.sqrt(len(seeds))),
-        "corr_mean": float("nan"),
     }
     out["seconds"] = round(time.time() - t0, 1)
     out["machine"] = machine_info()
     path.write_text(json.dumps(out, indent=1) + "\n")
     for mode, r in out["modes"].items():
+        corr = f"corr(p_grow, drawn) {r['corr_mean']:+.2f}; " if "corr_mean" in r else ""
         print(
-            f"{mode}: corr(p_grow, drawn) {r['corr_mean']:+.2f}; selective - random "
+            f"{mode}: {corr}selective - random "
             f"{r['selective_minus_random_pts'][0]:+.1f} [{r['selective_minus_random_pts'][1]:+.1f}, "
             f"{r['selective_minus_random_pts'][2]:+.1f}] pts (MDE {r['mde_pts']:.1f})"
         )
