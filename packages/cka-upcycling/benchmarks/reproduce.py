@@ -162,22 +162,45 @@ def batches(data, batch: int, gen: torch.Generator):
 
 
 # ---------------------------------------------------------------------------- one run
+_PRETRAINED: dict[tuple, tuple] = {}  # per worker process: (seq, seed, shape) -> pretrained state
+
+
+def pretrain(name: str, seed: int, cfg: dict) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """Dense pretraining on task 0, identical for every arm of a (sequence, seed): computed once
+    per worker process and reused. Returns the weights and the RNG states after it (the data
+    generator's and torch's), so a reused pretraining continues exactly as a fresh one would."""
+    key = (name, seed, cfg["d"], cfg["m"], cfg["layers"], cfg["pre_steps"], cfg["batch"])
+    if key not in _PRETRAINED:
+        torch.manual_seed(seed)
+        tasks = make_sequence(name)
+        loss_fn = make_loss(name)
+        gen = torch.Generator().manual_seed(seed)
+        model = Net(cfg["d"], cfg["m"], cfg["layers"])
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        it = batches(tasks[0]["train"], cfg["batch"], gen)
+        for _ in range(cfg["pre_steps"]):
+            opt.zero_grad()
+            loss_fn(model, next(it)).backward()
+            opt.step()
+        if len(_PRETRAINED) >= 8:
+            _PRETRAINED.clear()
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        _PRETRAINED[key] = (state, gen.get_state(), torch.get_rng_state())
+    return _PRETRAINED[key]
+
+
 def run(args: tuple) -> dict:
     """One (sequence, arm, seed, lr, eval split) run; returns R, added params and plans."""
     name, arm, seed, lr, split, cfg = args
     torch.set_num_threads(1)
-    torch.manual_seed(seed)
     tasks = make_sequence(name)
     loss_fn = make_loss(name)
-    gen = torch.Generator().manual_seed(seed)
+    state, gen_state, rng_state = pretrain(name, seed, cfg)
     model = Net(cfg["d"], cfg["m"], cfg["layers"])
-    # pretraining on task 0 (dense), identical for every arm of a seed
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    it = batches(tasks[0]["train"], cfg["batch"], gen)
-    for _ in range(cfg["pre_steps"]):
-        opt.zero_grad()
-        loss_fn(model, next(it)).backward()
-        opt.step()
+    model.load_state_dict(state)
+    gen = torch.Generator()
+    gen.set_state(gen_state)
+    torch.set_rng_state(rng_state)
     ug = torch.Generator().manual_seed(seed)
     for blk in model.blocks:
         blk.ffn = upcycle_ffn(
@@ -200,8 +223,9 @@ def run(args: tuple) -> dict:
         model, loss_fn, cka_layers=[f"blocks.{cfg['layers'] - 1}"],
         lambda_replay=cfg["lambda_replay"], lambda_cka=cfg["lambda_cka"] if arm in ("full", "selective", "random", "diagnostic") else 0.0,
         lambda_param=cfg["lambda_param"], tau=exponential_tau(1.0, 0.2, cfg["search"]), outer_lr=cfg["outer_lr"],
-        inner_presence=cfg.get("inner_presence", "sampled"),
+        inner_presence=cfg.get("inner_presence", "all"),
     )  # fmt: skip
+    use_cka = up.lambda_cka > 0
     rng = np.random.default_rng(seed + 1000)
     added, plans, searches = 0, [], []
     for t in range(1, T):
@@ -216,9 +240,11 @@ def run(args: tuple) -> dict:
         steps = cfg["steps"]
         if arm == "selective":
             up.begin_task()
+            up.cache_teacher(buf)  # H^old of the fixed buffer, once per task
             opt = torch.optim.Adam(up.trainable(), lr=lr)
             for _ in range(cfg["search"]):
-                up.search_step(next(it), next(outer_it), buf.sample(cfg["batch"]), opt)
+                rb, ri = buf.sample(cfg["batch"], return_index=True)
+                up.search_step(next(it), next(outer_it), rb, opt, replay_index=ri)
             plan = up.end_search()
             searches.append({"p_grow": plan.p_grow, "drawn": plan.drawn})
             steps -= cfg["search"]
@@ -229,6 +255,7 @@ def run(args: tuple) -> dict:
             plan.added_params = apply_plan(model, plan)
             searches.append({"p_grow": plan.p_grow})
             up.snapshot_teacher()
+            up.cache_teacher(buf)
         elif arm in ("full", "random"):
             layers = find_moe_layers(model)
             if arm == "full":
@@ -243,6 +270,7 @@ def run(args: tuple) -> dict:
             plan = UpcyclePlan(grow=grow)
             plan.added_params = apply_plan(model, plan)
             up.snapshot_teacher()
+            up.cache_teacher(buf)
         else:
             plan = UpcyclePlan(grow={})
             up.snapshot_teacher()
@@ -252,7 +280,11 @@ def run(args: tuple) -> dict:
         for _ in range(steps):
             opt.zero_grad()
             batch = next(it)
-            loss = up.inner_loss(batch, buf.sample(cfg["batch"]) if use_replay else None)
+            if use_replay:
+                rb, ri = buf.sample(cfg["batch"], return_index=True)
+                loss = up.inner_loss(batch, rb, ri if use_cka else None)
+            else:
+                loss = up.inner_loss(batch, None)
             loss.backward()
             opt.step()
         up.end_task()
@@ -347,7 +379,7 @@ def main() -> None:
     lrs = {s: {arm: 3e-3 for arm in ARMS} for s in seqs}
     sweep = []
     if not a.quick:  # lr per arm on the validation split, seeds 100, 101 (disjoint from reported)
-        grid = [1e-3, 3e-3]
+        grid = [1e-3, 3e-3, 1e-2]
         jobs = [
             (s, arm, sd, lr, "val", cfg)
             for s in seqs

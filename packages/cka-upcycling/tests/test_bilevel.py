@@ -346,3 +346,71 @@ def test_plan_records_how_often_each_candidate_was_drawn():
     drawn = [v for lay in plan.drawn.values() for v in lay]
     assert drawn == [1.0 if i % 2 == 0 else 0.0 for i in range(n)]
     assert [len(v) for v in plan.drawn.values()] == [len(v) for v in plan.p_grow.values()]
+
+
+# ----------------------------------------------------------------------------- teacher cache
+def _cached_setup():
+    model = _net()
+    up = BilevelUpcycler(model, _loss, cka_layers=["1", "3"], lambda_replay=0.5, lambda_cka=1.0)
+    buf = ReservoirBuffer(20, seed=0)
+    buf.add(*_batch(7, n=40))
+    up.snapshot_teacher()
+    up.cache_teacher(buf, batch_size=6)  # chunks of 6: the cache is stitched from 4 forwards
+    w = model[0].weight
+    with torch.no_grad():  # the student drifts away from the teacher
+        w.add_(0.3 * torch.randn(w.shape, generator=torch.Generator().manual_seed(2), dtype=D))
+    return model, up, buf, w
+
+
+def test_sample_with_index_returns_the_items_at_those_positions():
+    buf = ReservoirBuffer(10, seed=3)
+    buf.add(*_batch(0, n=25))
+    (x, y), idx = buf.sample(4, return_index=True)
+    xs, ys = buf.stacked()
+    assert torch.equal(x, xs[idx]) and torch.equal(y, ys[idx])  # copies, not arithmetic
+    # the same RNG stream as sample(n): the index does not change which items are drawn
+    a, b = ReservoirBuffer(10, seed=3), ReservoirBuffer(10, seed=3)
+    a.add(*_batch(0, n=25))
+    b.add(*_batch(0, n=25))
+    assert torch.equal(a.sample(4)[0], b.sample(4, return_index=True)[0][0])
+
+
+def test_cached_teacher_features_give_the_regularizer_and_its_gradient_of_a_teacher_forward():
+    """H^old read from the cache (indexed by buffer position) equals a teacher forward on the
+    same replay batch: value and gradient agree to fp64 rounding (different GEMM shapes)."""
+    model, up, buf, w = _cached_setup()
+    replay, idx = buf.sample(8, return_index=True)
+    direct = up.regularizer(replay)
+    (g_direct,) = torch.autograd.grad(direct, w)
+    cached = up.regularizer(replay, idx)
+    (g_cached,) = torch.autograd.grad(cached, w)
+    assert direct.item() > 1e-3  # the drift term is not trivially zero
+    eps = torch.finfo(D).eps
+    assert abs(cached.item() - direct.item()) <= 64 * eps * abs(direct.item())
+    assert torch.allclose(g_cached, g_direct, rtol=64 * eps, atol=64 * eps * g_direct.abs().max())
+    # a wrong index (other items' features) changes the value: the index is what is read
+    wrong = up.regularizer(replay, torch.roll(idx, 1))
+    assert abs(wrong.item() - direct.item()) > 1e-6
+
+
+def test_teacher_cache_is_invalidated_and_misuse_is_named():
+    model, up, buf, w = _cached_setup()
+    replay, idx = buf.sample(8, return_index=True)
+    buf.add(*_batch(9, n=1))  # the buffer changed: the cached rows may be other items now
+    with pytest.raises(ValueError, match="buffer changed"):
+        up.regularizer(replay, idx)
+    up.cache_teacher(buf)
+    up.regularizer(replay, idx)  # fine again
+    with pytest.raises(ValueError, match=r"replay_index must lie in \[0, 20\)"):
+        up.regularizer(replay, idx + 20)
+    up.snapshot_teacher()  # a new teacher: the old features are stale
+    with pytest.raises(ValueError, match="call cache_teacher"):
+        up.regularizer(replay, idx)
+    up.end_task()
+    with pytest.raises(RuntimeError, match="needs a teacher"):
+        up.cache_teacher(buf)
+    with pytest.raises(ValueError, match="batch_size"):
+        up.snapshot_teacher() or up.cache_teacher(buf, batch_size=0)
+    up.cache_teacher(buf)
+    with pytest.raises(ValueError, match="shape"):  # an index for fewer items than the batch
+        up.regularizer(replay, idx[:4])

@@ -21,16 +21,19 @@ hypergradient ∇_α L_val is
 
 Which weights the inner step trains (``inner_presence``):
 
-* ``"sampled"`` (the reconstruction's default, as in DARTS with hard Gumbel draws): the inner
-  step runs with the same hard draw as the outer step, so a candidate trains only on the steps
-  where it was drawn present. At the start ∂L_val/∂α is exactly 0 (a provisional copy is an
-  exact replica sharing its source's mass), so the first draws decide which copies train, and
-  the final grow probabilities follow each copy's sampling history (measured correlation
-  +0.87 to +0.97 on the benchmark's model; issue 47).
-* ``"all"``: every candidate trains on every inner step (presence 1), and the Gumbel mask
-  enters only the outer objective. The weights no longer depend on the draws, so ∂L_val/∂α
-  compares trained copies instead of replaying the sampling history. A deviation from the
-  reconstruction (SNAS/GDAS-style weight sharing), labelled as such.
+* ``"all"`` (default since issue 47): every candidate trains on every inner step (presence 1),
+  and the Gumbel mask enters only the outer objective, as DARTS trains every candidate
+  operation of its supernet. The weights do not depend on the draws, so ∂L_val/∂α compares
+  trained copies. **[recon]**: the abstract does not say which weights the inner step trains.
+* ``"sampled"`` (GDAS-style hard draws; the default before issue 47): the inner step runs with
+  the same hard draw as the outer step, so a candidate trains only on the steps where it was
+  drawn present. At the start ∂L_val/∂α is exactly 0 (a provisional copy is an exact replica
+  sharing its source's mass), so the first draws decide which copies train, and the grow
+  probabilities follow each copy's sampling history (issue 47).
+
+The CKA term's H^old comes from a teacher forward per replay batch, or, after
+:meth:`BilevelUpcycler.cache_teacher`, from features of the whole (fixed) replay buffer computed
+once per task and indexed by ``replay_index`` (``buffer.sample(n, return_index=True)``).
 
 At the end the masks are discretized (grow where p_grow > 1/2), unselected copies are dropped
 (exactly the presence-0 function) and the sources of kept copies are frozen: an
@@ -43,7 +46,7 @@ import copy
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 import torch
 from torch import nn
@@ -99,13 +102,31 @@ class ReservoirBuffer:
                     self.items[j] = item
             self.seen += 1
 
-    def sample(self, n: int) -> tuple[torch.Tensor, ...]:
+    @overload
+    def sample(self, n: int) -> tuple[torch.Tensor, ...]: ...
+    @overload
+    def sample(
+        self, n: int, *, return_index: Literal[True]
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]: ...
+    @overload
+    def sample(self, n: int, *, return_index: bool) -> Any: ...
+
+    def sample(self, n: int, *, return_index: bool = False) -> Any:
+        """min(n, len) distinct items, stacked. ``return_index=True`` also returns their
+        positions in the buffer, (n,) long: the key of :meth:`BilevelUpcycler.cache_teacher`."""
         if len(self.items) == 0:
             raise ValueError("sample from an empty ReservoirBuffer")
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive int; got {n!r}")
         picks = self.rng.sample(range(len(self.items)), min(n, len(self.items)))
-        return tuple(torch.stack(col) for col in zip(*(self.items[i] for i in picks)))
+        batch = tuple(torch.stack(col) for col in zip(*(self.items[i] for i in picks)))
+        return (batch, torch.tensor(picks, dtype=torch.long)) if return_index else batch
+
+    def stacked(self) -> tuple[torch.Tensor, ...]:
+        """Every stored item, stacked in buffer order (position i = row i)."""
+        if len(self.items) == 0:
+            raise ValueError("stacked() of an empty ReservoirBuffer")
+        return tuple(torch.stack(col) for col in zip(*self.items))
 
 
 # ----------------------------------------------------------------------------- hypergradient
@@ -240,15 +261,17 @@ class BilevelUpcycler:
         init_grow_logit: initial α_grow - α_keep of every candidate.
         layers: restrict the candidates to these MoE layer names (default: all).
         xi, eps: the finite-difference hypergradient's inner step and probe size.
-        inner_presence: ``"sampled"`` (inner step under the outer step's hard draw) or
-            ``"all"`` (every candidate present in the inner step; see the module docstring).
+        inner_presence: ``"all"`` (every candidate present in the inner step) or ``"sampled"``
+            (inner step under the outer step's hard draw); see the module docstring.
 
     Per task::
 
         up.begin_task()                       # provisional copies everywhere, frozen teacher
+        up.cache_teacher(buffer)              # optional: H^old of the fixed replay buffer, once
         opt = make_optimizer(up.trainable())  # parameters changed: a fresh optimizer
         for step in range(search_steps):
-            up.search_step(batch, val_batch, replay_batch, opt)
+            replay_batch, idx = buffer.sample(n, return_index=True)
+            up.search_step(batch, val_batch, replay_batch, opt, replay_index=idx)
         plan = up.end_search()                # discretize, drop, freeze
         opt = make_optimizer(up.trainable())
         for step in range(train_steps):
@@ -272,7 +295,7 @@ class BilevelUpcycler:
         layers: Sequence[str] | None = None,
         xi: float = 0.01,
         eps: float = 0.01,
-        inner_presence: str = "sampled",
+        inner_presence: str = "all",
     ) -> None:
         if inner_presence not in ("sampled", "all"):
             raise ValueError(f"inner_presence must be 'sampled' or 'all'; got {inner_presence!r}")
@@ -310,6 +333,7 @@ class BilevelUpcycler:
         self.init_grow_logit, self.xi, self.eps = init_grow_logit, xi, eps
         self.inner_presence = inner_presence
         self.teacher: nn.Module | None = None
+        self._cache: dict[str, Any] | None = None  # cache_teacher(): H^old of the replay buffer
         self.mask: GumbelMask | None = None
         self.history: list[UpcyclePlan] = []
 
@@ -337,13 +361,19 @@ class BilevelUpcycler:
         loss = self.loss_fn(module, batch)
         return loss, dict(tap.out)
 
-    def inner_loss(self, batch: Any, replay: Any | None = None) -> torch.Tensor:
+    def inner_loss(
+        self, batch: Any, replay: Any | None = None, replay_index: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """L_task(batch) + λ_r L_task(replay) + λ_c Σ_ℓ (1 - CKA(H_ℓ^old, H_ℓ^w)) on the replay batch."""
         loss = self.loss_fn(self.model, batch)
-        return loss if replay is None else loss + self.regularizer(replay)
+        return loss if replay is None else loss + self.regularizer(replay, replay_index)
 
-    def regularizer(self, replay: Any) -> torch.Tensor:
-        """λ_r L_task(replay) + λ_c Σ_{ℓ∈S} (1 - CKA_lin(H_ℓ^old(replay), H_ℓ^w(replay)))."""
+    def regularizer(self, replay: Any, replay_index: torch.Tensor | None = None) -> torch.Tensor:
+        """λ_r L_task(replay) + λ_c Σ_{ℓ∈S} (1 - CKA_lin(H_ℓ^old(replay), H_ℓ^w(replay))).
+
+        ``replay_index`` (from ``buffer.sample(n, return_index=True)``): read H^old from the
+        features :meth:`cache_teacher` computed once for the buffer, instead of a teacher
+        forward on every call (the same value; the buffer is fixed during a task)."""
         use_cka = self.lambda_cka > 0 and self.cka_layers and self.teacher is not None
         if not use_cka:
             return self.lambda_replay * self.loss_fn(self.model, replay)
@@ -352,15 +382,79 @@ class BilevelUpcycler:
             r_loss, h_new = self._features(self.model, tap, replay)
         finally:
             tap.remove()
-        assert self.teacher is not None
-        ttap = _Tap(self.teacher, self.cka_layers)
-        try:
-            with torch.no_grad():
-                _, h_old = self._features(self.teacher, ttap, replay)
-        finally:
-            ttap.remove()
+        h_old = self._teacher_features(replay, replay_index)
+        for n in self.cka_layers:
+            if h_old[n].shape != h_new[n].shape:
+                raise ValueError(
+                    f"replay_index selects cached teacher features of shape {tuple(h_old[n].shape)} "
+                    f"at {n!r}, but the replay batch gives {tuple(h_new[n].shape)}"
+                )
         drift = sum(cka_loss(h_old[n].detach(), h_new[n]) for n in self.cka_layers)
         return self.lambda_replay * r_loss + self.lambda_cka * drift
+
+    def _teacher_features(
+        self, replay: Any, replay_index: torch.Tensor | None
+    ) -> dict[str, torch.Tensor]:
+        if replay_index is None:  # a teacher forward on this batch
+            assert self.teacher is not None
+            ttap = _Tap(self.teacher, self.cka_layers)
+            try:
+                with torch.no_grad():
+                    _, h_old = self._features(self.teacher, ttap, replay)
+            finally:
+                ttap.remove()
+            return h_old
+        c = self._cache
+        if c is None:
+            raise ValueError(
+                "replay_index given but no cached teacher features: call cache_teacher(buffer) "
+                "after begin_task() / snapshot_teacher()"
+            )
+        if c["buffer"].seen != c["seen"]:
+            raise ValueError(
+                "the replay buffer changed since cache_teacher(); call cache_teacher(buffer) again"
+            )
+        if not isinstance(replay_index, torch.Tensor) or replay_index.dim() != 1:
+            raise ValueError("replay_index must be a 1-D tensor of buffer positions")
+        if replay_index.numel() and not (
+            0 <= int(replay_index.min()) and int(replay_index.max()) < c["n"]
+        ):
+            raise ValueError(f"replay_index must lie in [0, {c['n']}) (the cached buffer's size)")
+        return {n: f[replay_index.to(f.device)] for n, f in c["feats"].items()}
+
+    @torch.no_grad()
+    def cache_teacher(self, buffer: ReservoirBuffer, *, batch_size: int = 256) -> None:
+        """Compute H_ℓ^old(M) of every item of the replay buffer once (the buffer and the teacher
+        are fixed during a task); then pass ``replay_index`` to :meth:`inner_loss` /
+        :meth:`search_step` and no teacher forward runs per step. Valid until the buffer
+        changes or the teacher is re-snapshot (begin_task / snapshot_teacher / end_task).
+        Assumes an item's features do not depend on the rest of its batch (the teacher runs
+        in eval mode)."""
+        if self.teacher is None:
+            raise RuntimeError(
+                "cache_teacher needs a teacher: call begin_task() or snapshot_teacher()"
+            )
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int; got {batch_size!r}")
+        items = buffer.stacked()  # (n, ...) per column
+        n = items[0].shape[0]
+        feats: dict[str, list[torch.Tensor]] = {k: [] for k in self.cka_layers}
+        ttap = _Tap(self.teacher, self.cka_layers)
+        try:
+            for i in range(0, n, batch_size):
+                _, h = self._features(
+                    self.teacher, ttap, tuple(t[i : i + batch_size] for t in items)
+                )
+                for k in feats:
+                    feats[k].append(h[k].detach())
+        finally:
+            ttap.remove()
+        self._cache = {
+            "buffer": buffer,
+            "seen": buffer.seen,
+            "n": n,
+            "feats": {k: torch.cat(v) for k, v in feats.items()},  # (n, ..., d) per layer
+        }
 
     def _param_cost(self) -> torch.Tensor:
         assert self.mask is not None
@@ -378,6 +472,7 @@ class BilevelUpcycler:
     def snapshot_teacher(self) -> None:
         """Freeze a copy of the current model: H^old of the CKA term (no search needed)."""
         self.teacher = copy.deepcopy(self.model).eval()
+        self._cache = None
         for p in self.teacher.parameters():
             p.requires_grad_(False)
 
@@ -412,7 +507,12 @@ class BilevelUpcycler:
         return n
 
     def outer_step(
-        self, batch: Any, val_batch: Any, replay: Any | None, noise: torch.Tensor | None = None
+        self,
+        batch: Any,
+        val_batch: Any,
+        replay: Any | None,
+        noise: torch.Tensor | None = None,
+        replay_index: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One Adam step on α with the hypergradient of the outer objective; returns the draw used."""
         if self.mask is None:
@@ -422,7 +522,7 @@ class BilevelUpcycler:
 
         def train_loss() -> torch.Tensor:
             self._set_presence(mask(noise))
-            return self.inner_loss(batch, replay)
+            return self.inner_loss(batch, replay, replay_index)
 
         def val_loss() -> torch.Tensor:
             self._set_presence(mask(noise))
@@ -467,13 +567,14 @@ class BilevelUpcycler:
         val_batch: Any,
         replay: Any | None,
         inner_opt: torch.optim.Optimizer,
+        replay_index: torch.Tensor | None = None,
     ) -> dict[str, float]:
         """One outer step on α (hypergradient) then one inner step on w, same Gumbel draw."""
-        noise = self.outer_step(batch, val_batch, replay)
+        noise = self.outer_step(batch, val_batch, replay, replay_index=replay_index)
         assert self.mask is not None
         self.sample_presence(noise)
         inner_opt.zero_grad()
-        loss = self.inner_loss(batch, replay)
+        loss = self.inner_loss(batch, replay, replay_index)
         loss.backward()
         inner_opt.step()
         self._set_presence(None)
@@ -510,5 +611,6 @@ class BilevelUpcycler:
         return plan
 
     def end_task(self) -> None:
-        """Drop the teacher (its features were only needed during this task)."""
+        """Drop the teacher and its cached features (only needed during this task)."""
         self.teacher = None
+        self._cache = None
