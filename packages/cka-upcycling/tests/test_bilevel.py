@@ -378,7 +378,7 @@ def test_sample_with_index_returns_the_items_at_those_positions():
 def test_cached_teacher_features_give_the_regularizer_and_its_gradient_of_a_teacher_forward():
     """H^old read from the cache (indexed by buffer position) equals a teacher forward on the
     same replay batch: value and gradient agree to fp64 rounding (different GEMM shapes)."""
-    model, up, buf, w = _cached_setup()
+    _, up, buf, w = _cached_setup()
     replay, idx = buf.sample(8, return_index=True)
     direct = up.regularizer(replay)
     (g_direct,) = torch.autograd.grad(direct, w)
@@ -394,7 +394,7 @@ def test_cached_teacher_features_give_the_regularizer_and_its_gradient_of_a_teac
 
 
 def test_teacher_cache_is_invalidated_and_misuse_is_named():
-    model, up, buf, w = _cached_setup()
+    _, up, buf, _ = _cached_setup()
     replay, idx = buf.sample(8, return_index=True)
     buf.add(*_batch(9, n=1))  # the buffer changed: the cached rows may be other items now
     with pytest.raises(ValueError, match="buffer changed"):
