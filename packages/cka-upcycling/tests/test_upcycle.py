@@ -324,3 +324,55 @@ def test_dense_backend_equals_the_kernel_path_values_and_gradients(activation):
         torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-11)
     with pytest.raises(ValueError, match="backend must be"):
         UpcycledMoE(4, 2, 1, 4, backend="cuda")
+
+
+@pytest.mark.parametrize("block_size", [None, 4, 64])
+def test_static_row_buffer_gives_the_same_layer_values_and_gradients(block_size):
+    """``static_rows`` (the GPU path: a buffer of max_rows rows, nothing read back from the
+    device) computes the function of the exactly sized buffer; only padding rows differ."""
+    torch.manual_seed(0)
+    layers = []
+    for static in (False, True):
+        moe = UpcycledMoE(
+            6, 5, 2, 7, init_std=0.5, backend="torch", block_size=block_size, static_rows=static
+        ).to(D)
+        moe.grow([0, 2], freeze_source=False)
+        layers.append(moe)
+    layers[1].load_state_dict(layers[0].state_dict())
+    with torch.no_grad():
+        for moe in layers:
+            moe.copy_router.copy_(
+                torch.linspace(-1, 1, moe.copy_router.numel()).view_as(moe.copy_router).to(D)
+            )
+    x = _x(30, 6)
+    ys = [moe(x) for moe in layers]
+    yr = moe_ref(layers[0], x)
+    for y in ys:
+        assert torch.allclose(y, yr, rtol=1e-12, atol=_portable_atol(yr, 7))
+    gs = [torch.autograd.grad(y.square().sum(), list(m.parameters())) for y, m in zip(ys, layers)]
+    for a, b in zip(*gs):
+        assert torch.allclose(a, b, rtol=1e-10, atol=_portable_atol(b, 30))
+
+
+def test_cached_slot_structure_follows_in_place_and_replaced_buffers():
+    """The slot table is cached between forwards; a state_dict load (an in-place write into
+    ``slot_of``), a grow (new buffers) and a commit must each be seen by the next forward."""
+    torch.manual_seed(0)
+    a = UpcycledMoE(6, 4, 2, 5, init_std=0.5, backend="torch").to(D)
+    b = UpcycledMoE(6, 4, 2, 5, init_std=0.5, backend="torch").to(D)
+    a.grow([0], freeze_source=False)
+    b.grow([3], freeze_source=False)  # same number of copies, the 5th copy in another slot
+    with torch.no_grad():
+        for m in (a, b):
+            m.copy_router.normal_()
+    x = _x(20, 6)
+    a(x)  # caches a's slot table
+    a.load_state_dict(b.state_dict())
+    assert torch.equal(a.slot_of, b.slot_of)
+    assert torch.allclose(a(x), moe_ref(b, x), rtol=1e-12, atol=_portable_atol(b(x), 5))
+    n = a.grow([1, 2], provisional=True, freeze_source=False)
+    a.presence = torch.tensor([1.0, 0.0], dtype=D)
+    assert torch.allclose(a(x), moe_ref(a, x), rtol=1e-12, atol=_portable_atol(b(x), 5))
+    a.commit([True, False])
+    assert a.num_copies == 6 and n == [5, 6]
+    assert torch.allclose(a(x), moe_ref(a, x), rtol=1e-12, atol=_portable_atol(b(x), 5))

@@ -49,7 +49,14 @@ from typing import cast
 
 import torch
 import torch.nn.functional as F
-from icml26_kernels.moe import grouped_mlp, make_permutation, permute, topk_router, unpermute
+from icml26_kernels.moe import (
+    grouped_mlp,
+    make_permutation,
+    max_rows,
+    permute,
+    topk_router,
+    unpermute,
+)
 from torch import nn
 
 __all__ = ["UpcycledMoE", "moe_ref", "upcycle_ffn", "upcycle_moe"]
@@ -66,7 +73,11 @@ class UpcycledMoE(nn.Module):
         top_k: k slots per token.
         expert_size: m, hidden width of each expert.
         init_std: std of the random initialization (experts and router).
-        block_size: rows per expert block in the permuted buffer.
+        block_size: rows per expert block in the permuted buffer (the Triton kernels' row tile
+            divides it). ``None``: 64 on a GPU (64-row tensor-core tiles), 16 on the CPU (the
+            torch path computes the padding rows too, so small blocks waste less there).
+        static_rows: size the permuted buffer statically (``max_rows``; padding rows owned by
+            the last copy), so a forward reads nothing back from the device. ``None``: on a GPU.
         backend: ``"auto" | "triton" | "torch"`` for the shared kernels, or ``"dense"``: every
             copy on every token as two GEMMs, (N, d)·(d, P·m1) then (N, P·m)·(P·m, d), weighted
             by the combine weights (zero for unrouted copies). P/(k·C) times the expert FLOPs
@@ -88,10 +99,11 @@ class UpcycledMoE(nn.Module):
         expert_size: int,
         *,
         init_std: float = 0.02,
-        block_size: int = 16,
+        block_size: int | None = None,
         backend: str = "auto",
         activation: str = "gelu",
         hidden_bias: bool = False,
+        static_rows: bool | None = None,
     ) -> None:
         super().__init__()
         if backend not in ("auto", "triton", "torch", "dense"):
@@ -105,7 +117,7 @@ class UpcycledMoE(nn.Module):
             ("num_experts", num_experts),
             ("top_k", top_k),
             ("expert_size", expert_size),
-            ("block_size", block_size),
+            ("block_size", 1 if block_size is None else block_size),
         ]:
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"{name} must be a positive int; got {v!r}")
@@ -114,6 +126,7 @@ class UpcycledMoE(nn.Module):
         S, d, m = num_experts, d_model, expert_size
         self.d_model, self.num_experts, self.top_k, self.expert_size = d, S, top_k, m
         self.block_size, self.backend, self.activation = block_size, backend, activation
+        self.static_rows = static_rows
         m1 = 2 * m if activation == "swiglu" else m  # columns of W1: [W_g | W_u] when gated
         self.router = nn.Parameter(torch.randn(d, S) * init_std)  # R: (d, S)
         self.register_buffer("router_bias", torch.zeros(S))
@@ -129,6 +142,7 @@ class UpcycledMoE(nn.Module):
         self.register_buffer("frozen", torch.zeros(S, dtype=torch.bool))
         self.register_buffer("provisional", torch.zeros(S, dtype=torch.bool))
         self.presence: torch.Tensor | None = None  # (num provisional,) mask values, set by search
+        self._struct: tuple | None = None  # _structure()'s cache and the buffers it was read from
 
     # ------------------------------------------------------------------ structure
     @property
@@ -152,6 +166,18 @@ class UpcycledMoE(nn.Module):
             f"hidden_bias={self.b1 is not None}, copies={self.copies_per_slot()}"
         )
 
+    def _structure(self) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """(slot table, valid mask, number of provisional copies), recomputed (one host sync)
+        only when ``slot_of`` or ``provisional`` change (a new tensor or an in-place write bumps
+        its version), so a forward on a GPU reads nothing back from the device."""
+        key = (self.slot_of, self.slot_of._version, self.provisional, self.provisional._version)
+        c = self._struct
+        same = c is not None and c[0][0] is key[0] and c[0][2] is key[2]
+        if not (same and c is not None and c[0][1] == key[1] and c[0][3] == key[3]):
+            table, valid = self._slot_table()
+            c = self._struct = (key, (table, valid, int(self.provisional.sum())))
+        return c[1]
+
     def _slot_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(S, C_max) physical index of each slot's copies (padded with the first copy), valid mask."""
         S, dev = self.num_experts, self.slot_of.device
@@ -168,11 +194,10 @@ class UpcycledMoE(nn.Module):
         )
         return order[pos], valid
 
-    def _presence(self, dtype: torch.dtype) -> torch.Tensor:
-        """m_p: 1 for permanent copies, the search mask for provisional ones. (P,)"""
+    def _presence(self, dtype: torch.dtype, n: int) -> torch.Tensor:
+        """m_p: 1 for permanent copies, the search mask for the n provisional ones. (P,)"""
         pres = torch.ones(self.num_copies, dtype=dtype, device=self.w1.device)
         if self.presence is not None:
-            n = int(self.provisional.sum())
             if self.presence.shape != (n,):
                 raise ValueError(
                     f"presence must have shape ({n},) (one per provisional copy); got {tuple(self.presence.shape)}"
@@ -189,12 +214,14 @@ class UpcycledMoE(nn.Module):
         xs = x.reshape(-1, self.d_model)  # (N, d)
         kb = "torch" if self.backend == "dense" else self.backend  # the shared kernels' backend
         idx, gates = topk_router(xs, self.router, self.router_bias, k=self.top_k, backend=kb)
-        table, valid = self._slot_table()  # (S, C)
+        table, valid, n_prov = self._structure()  # (S, C), (S, C), int
         phys, ok = table[idx], valid[idx]  # (N, k, C)
         u = xs @ self.copy_router + self.copy_bias  # (N, P) copy logits
         u = torch.gather(u, 1, phys.flatten(1)).view(phys.shape)  # (N, k, C)
         u = u.masked_fill(~ok, float("-inf"))
-        w = self._presence(u.dtype)[phys] * torch.exp(u - u.amax(-1, keepdim=True))  # m_p e^{u_p}
+        w = self._presence(u.dtype, n_prov)[phys] * torch.exp(
+            u - u.amax(-1, keepdim=True)
+        )  # m_p e^{u_p}
         pi = w / w.sum(-1, keepdim=True)  # (N, k, C) presence-weighted softmax in the slot
         comb = (gates.to(xs.dtype)[..., None] * pi).flatten(1)  # (N, k·C)
         w1 = torch.where(self.frozen[:, None, None], self.w1.detach(), self.w1)  # (P, d, m1)
@@ -209,7 +236,10 @@ class UpcycledMoE(nn.Module):
             if self.out_bias is not None:
                 y = y + self.out_bias
             return y.view_as(x)
-        perm = make_permutation(phys.flatten(1), self.num_copies, self.block_size)
+        bs = self.block_size or (64 if xs.is_cuda else 16)
+        static = xs.is_cuda if self.static_rows is None else self.static_rows
+        rows = max_rows(phys.numel(), self.num_copies, bs) if static else None  # no host sync
+        perm = make_permutation(phys.flatten(1), self.num_copies, bs, num_rows=rows)
         yp = grouped_mlp(
             permute(xin, perm, backend=self.backend),
             w1,
@@ -406,7 +436,7 @@ def moe_ref(layer: UpcycledMoE, x: torch.Tensor) -> torch.Tensor:
     gates = torch.softmax(torch.gather(logits, 1, idx), -1)  # (N, k)
     g_slot = torch.zeros_like(logits).scatter(1, idx, gates)  # (N, S)
     u = xs @ layer.copy_router + layer.copy_bias  # (N, P)
-    pres = layer._presence(u.dtype)
+    pres = layer._presence(u.dtype, int(layer.provisional.sum()))
     same = layer.slot_of[None, :] == layer.slot_of[:, None]  # (P, P)
     e = pres * torch.exp(u - u.amax(-1, keepdim=True))  # (N, P)
     pi = e / (e @ same.to(e.dtype))  # normalize within each slot
