@@ -1,15 +1,29 @@
-"""Print the README results tables from reproduce.py's JSON (``python benchmarks/table.py FILE``)."""
+"""The README's results tables, generated from reproduce.py's JSON.
+
+    python benchmarks/table.py                 # print the tables of reproduce_quick.json
+    python benchmarks/table.py FILE            # ... of another JSON
+    python benchmarks/table.py --write         # rewrite the README's generated blocks
+
+The README holds one generated block per JSON, between ``<!-- table:quick -->`` and
+``<!-- /table:quick -->`` (``reproduce_quick.json``) and ``table:full`` (``reproduce.json``);
+``tests/test_readme.py`` checks that they match the committed JSON.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+README = HERE.parent / "README.md"
+BLOCKS = {"quick": HERE / "reproduce_quick.json", "full": HERE / "reproduce.json"}
 NAMES = {
     "split": "Split-Digits (task-IL, 5 tasks)",
     "permuted": "Permuted-Digits (domain-IL, 4 tasks)",
 }
+T_CRIT = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 9: 2.262}
 
 
 def pct(iv: list[float]) -> str:
@@ -22,40 +36,77 @@ def pts(iv: list[float]) -> str:
     return f"{m:+.1f} [{lo:+.1f}, {hi:+.1f}]"
 
 
-def main(path: str) -> None:
-    data = json.loads(Path(path).read_text())
-    print(f"seeds {data['seeds']}, lr {data['lr']}\n")
+def mde(iv: list[float], n: int) -> str:
+    """Minimum detectable paired effect (80% power, 5% two-sided): 2.8 SD/√n, where the
+    t-interval's half-width is t_{n-1} SD/√n."""
+    return f"{2.8 * (iv[2] - iv[0]) / T_CRIT[n - 1]:.1f}"
+
+
+def grown_per_block(plans: list[list[dict]], layers: int) -> str:
+    """Slots grown, summed over tasks and seeds, per block (input to output)."""
+    counts = [0] * layers
+    for seed_plans in plans:
+        for plan in seed_plans:
+            for name, slots in plan.items():
+                counts[int(name.split(".")[1])] += len(slots)
+    return "/".join(str(c) for c in counts)
+
+
+def render(data: dict) -> str:
+    n = len(data["seeds"])
+    layers = data["config"]["layers"]
+    out = []
     for seq, res in data["summary"].items():
-        print(f"**{NAMES.get(seq, seq)}** (mean [95% t-interval] over seeds)\n")
-        print("| arm | average accuracy % | forgetting % | BWT % | added params |")
-        print("|---|---|---|---|---|")
+        out.append(f"**{NAMES.get(seq, seq)}** (mean [95% t-interval] over {n} seeds)\n")
+        out.append("| arm | lr | average accuracy % | forgetting % | BWT % | added params | grown per block |")
+        out.append("|---|---|---|---|---|---|---|")
         for arm, r in res["arms"].items():
             ap = r["added_params"]
-            print(
-                f"| {arm} | {pct(r['average_accuracy'])} | {pct(r['forgetting'])} | {pct(r['bwt'])} | {ap[0]:,.0f} |"
+            grown = grown_per_block(r["plans"], layers) if ap[0] > 0 else "-"
+            out.append(
+                f"| {arm} | {data['lr'][seq][arm]:g} | {pct(r['average_accuracy'])} | "
+                f"{pct(r['forgetting'])} | {pct(r['bwt'])} | {ap[0]:,.0f} | {grown} |"
             )
-        print()
-        print("| claim | paper (TRACE) | ours |")
-        print("|---|---|---|")
-        print(
-            f"| forgetting reduction vs SeqFT | 80% | {100 * res['forgetting_reduction_vs_seqft']:.0f}% |"
+        out.append("")
+        out.append("| claim | paper (TRACE) | ours | MDE (pts) |")
+        out.append("|---|---|---|---|")
+        out.append(
+            f"| forgetting reduction vs SeqFT | 80% | {100 * res['forgetting_reduction_vs_seqft']:.0f}% | |"
         )
-        print(
-            f"| added params / full upcycling | 40% | {100 * res['added_params_fraction_of_full']:.0f}% |"
+        out.append(
+            f"| added params / full upcycling | 40% | {100 * res['added_params_fraction_of_full']:.0f}% | |"
         )
-        print(
-            f"| avg accuracy, selective - full (pts, paired) | > 0 | {pts(res['acc_selective_minus_full_pts'])} |"
-        )
-        if "acc_selective_minus_replay_pts" in res:
-            print(
-                f"| avg accuracy, selective - replay (pts, paired) | n/a | {pts(res['acc_selective_minus_replay_pts'])} |"
-            )
-        if "acc_selective_minus_random_pts" in res:
-            print(
-                f"| avg accuracy, selective - random growth of equal size (pts, paired) | n/a | {pts(res['acc_selective_minus_random_pts'])} |"
-            )
-        print()
+        for key, label, paper in [
+            ("acc_selective_minus_full_pts", "selective − full", "> 0"),
+            ("acc_selective_minus_replay_pts", "selective − replay", "n/a"),
+            ("acc_selective_minus_random_pts", "selective − random growth of equal size", "n/a"),
+        ]:
+            if key in res:
+                iv = res[key]
+                out.append(
+                    f"| avg accuracy, {label} (pts, paired) | {paper} | {pts(iv)} | {mde(iv, n)} |"
+                )
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def block(name: str) -> str:
+    return render(json.loads(BLOCKS[name].read_text()))
+
+
+def write() -> None:
+    text = README.read_text()
+    for name in BLOCKS:
+        pat = re.compile(rf"(<!-- table:{name} -->\n).*?(<!-- /table:{name} -->)", re.S)
+        if not pat.search(text):
+            raise SystemExit(f"README.md has no <!-- table:{name} --> block")
+        text = pat.sub(lambda m: m.group(1) + block(name) + m.group(2), text)  # noqa: B023
+    README.write_text(text)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parent / "reproduce_quick.json"))
+    if sys.argv[1:] == ["--write"]:
+        write()
+    else:
+        path = sys.argv[1] if len(sys.argv) > 1 else str(BLOCKS["quick"])
+        print(render(json.loads(Path(path).read_text())))

@@ -200,3 +200,38 @@ def test_replace_mlp_upcycle_refuses_an_expert_size_it_cannot_honour():
         replace_mlp(llama, num_experts=2, top_k=1, expert_size=8, upcycle=True)
     with pytest.raises(ValueError, match="expert_size"):
         replace_mlp(llama, num_experts=2, top_k=1)  # random init needs a width
+
+
+def test_callback_teacher_cache_gives_the_drift_of_a_teacher_forward():
+    """cache_teacher_features=True: the CKA features of the replay buffer come from one teacher
+    pass over the buffer (dict batches, collated by key); the regularizer equals the one with a
+    teacher forward on the same replay batch, in value and gradient."""
+    model, _ = _model()
+    up = BilevelUpcycler(model, causal_lm_loss, cka_layers=["model.layers.1"], lambda_param=0.0)
+    buf = ReservoirBuffer(16, seed=0)
+    cb = SelectiveUpcyclingCallback(
+        up, search_steps=0, replay=buf, replay_batch_size=4, cache_teacher_features=True
+    )
+    prev = _task(5)
+    cb.set_task(
+        [], remember={"input_ids": prev, "attention_mask": torch.ones_like(prev), "labels": prev}
+    )
+    up.snapshot_teacher()
+    cb._cache()
+    with torch.no_grad():  # the student drifts
+        for p in model.model.layers[0].mlp.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+    replay, idx = cb._replay_batch(torch.device("cpu"))
+    assert idx is not None and replay is not None
+    w = model.model.layers[0].mlp.w1
+    direct = up.regularizer(replay)
+    (g_direct,) = torch.autograd.grad(direct, w)
+    cached = up.regularizer(replay, idx)
+    (g_cached,) = torch.autograd.grad(cached, w)
+    assert direct.item() > 1e-4  # the drift term is not trivially zero
+    eps = torch.finfo(torch.float32).eps
+    n = 4 * 12 * 32  # the longest reduction: samples × features
+    assert abs(cached.item() - direct.item()) <= 8 * eps * n**0.5 * abs(direct.item()) + 1e-7
+    assert torch.allclose(
+        g_cached, g_direct, rtol=1e-4, atol=8 * eps * n**0.5 * float(g_direct.abs().max())
+    )

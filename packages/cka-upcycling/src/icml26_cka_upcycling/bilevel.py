@@ -423,13 +423,21 @@ class BilevelUpcycler:
         return {n: f[replay_index.to(f.device)] for n, f in c["feats"].items()}
 
     @torch.no_grad()
-    def cache_teacher(self, buffer: ReservoirBuffer, *, batch_size: int = 256) -> None:
+    def cache_teacher(
+        self,
+        buffer: ReservoirBuffer,
+        *,
+        batch_size: int = 256,
+        collate: Callable[[tuple[torch.Tensor, ...]], Any] | None = None,
+    ) -> None:
         """Compute H_ℓ^old(M) of every item of the replay buffer once (the buffer and the teacher
         are fixed during a task); then pass ``replay_index`` to :meth:`inner_loss` /
         :meth:`search_step` and no teacher forward runs per step. Valid until the buffer
         changes or the teacher is re-snapshot (begin_task / snapshot_teacher / end_task).
         Assumes an item's features do not depend on the rest of its batch (the teacher runs
-        in eval mode)."""
+        in eval mode). ``collate`` turns stacked buffer columns into what ``loss_fn`` takes
+        (e.g. a dict by key, moved to the model's device); default: the tuple itself. Memory:
+        n_items × (per-item feature size) per layer of ``cka_layers``, in the teacher's dtype."""
         if self.teacher is None:
             raise RuntimeError(
                 "cache_teacher needs a teacher: call begin_task() or snapshot_teacher()"
@@ -442,8 +450,9 @@ class BilevelUpcycler:
         ttap = _Tap(self.teacher, self.cka_layers)
         try:
             for i in range(0, n, batch_size):
+                chunk = tuple(t[i : i + batch_size] for t in items)
                 _, h = self._features(
-                    self.teacher, ttap, tuple(t[i : i + batch_size] for t in items)
+                    self.teacher, ttap, chunk if collate is None else collate(chunk)
                 )
                 for k in feats:
                     feats[k].append(h[k].detach())

@@ -118,6 +118,10 @@ class SelectiveUpcyclingCallback(TrainerCallback):
             ``batch_keys``), filled by :meth:`set_task` / ``on_train_end``.
         replay_batch_size: examples per replay batch.
         batch_keys: the keys of a batch dict, in the buffer's tuple order.
+        cache_teacher_features: compute the frozen teacher's CKA features of the whole replay
+            buffer once per ``train()`` (:meth:`BilevelUpcycler.cache_teacher`) instead of a
+            teacher forward every step; costs buffer size × sequence length × width per CKA
+            layer of memory.
     """
 
     def __init__(
@@ -129,6 +133,7 @@ class SelectiveUpcyclingCallback(TrainerCallback):
         replay: ReservoirBuffer | None = None,
         replay_batch_size: int = 16,
         batch_keys: Sequence[str] = ("input_ids", "attention_mask", "labels"),
+        cache_teacher_features: bool = False,
     ) -> None:
         if upcycler.mode != "first_order":
             raise ValueError(
@@ -143,6 +148,7 @@ class SelectiveUpcyclingCallback(TrainerCallback):
             replay_batch_size,
             tuple(batch_keys),
         )
+        self.cache_teacher_features = cache_teacher_features
         self.plans: list[UpcyclePlan] = []
         self._pending: dict[str, torch.Tensor] | None = None
         self._start = 0
@@ -170,11 +176,23 @@ class SelectiveUpcyclingCallback(TrainerCallback):
     def searching(self) -> bool:
         return self.up.mask is not None
 
-    def _replay_batch(self, device: torch.device) -> dict[str, torch.Tensor] | None:
+    def _replay_batch(
+        self, device: torch.device
+    ) -> tuple[dict[str, torch.Tensor] | None, torch.Tensor | None]:
         if self.replay is None or len(self.replay) == 0:
-            return None
-        cols = self.replay.sample(self.replay_batch_size)
-        return {k: v.to(device) for k, v in zip(self.batch_keys, cols)}
+            return None, None
+        cols, idx = self.replay.sample(self.replay_batch_size, return_index=True)
+        batch = {k: v.to(device) for k, v in zip(self.batch_keys, cols)}
+        return batch, (idx if self.cache_teacher_features else None)
+
+    def _cache(self) -> None:
+        if self.cache_teacher_features and self.replay is not None and len(self.replay) > 0:
+            device = next(self.up.model.parameters()).device
+            self.up.cache_teacher(
+                self.replay,
+                batch_size=self.replay_batch_size,
+                collate=lambda cols: {k: v.to(device) for k, v in zip(self.batch_keys, cols)},
+            )
 
     def on_train_begin(self, args, state, control, model=None, optimizer=None, **kwargs):
         self._start = state.global_step
@@ -186,6 +204,7 @@ class SelectiveUpcyclingCallback(TrainerCallback):
             self.up.begin_task()
         else:
             self.up.snapshot_teacher()
+        self._cache()
         if optimizer is not None and model is not None:
             _sync_optimizer(optimizer, model)
 
@@ -195,16 +214,16 @@ class SelectiveUpcyclingCallback(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
         device = next(self.up.model.parameters()).device
-        replay = self._replay_batch(device)
+        replay, idx = self._replay_batch(device)
         if replay is not None:
-            self.up.regularizer(replay).backward()  # accumulates into the Trainer's .grad
+            self.up.regularizer(replay, idx).backward()  # accumulates into the Trainer's .grad
         if self.searching:
             val = {
                 k: v.to(device)
                 for k, v in self.val_batches[self._i % len(self.val_batches)].items()
             }
             self._i += 1
-            self.up.outer_step(val, val, replay)
+            self.up.outer_step(val, val, replay, replay_index=idx)
             assert self.up.mask is not None
             self.up.mask.advance()
 
