@@ -414,3 +414,33 @@ def test_teacher_cache_is_invalidated_and_misuse_is_named():
     up.cache_teacher(buf)
     with pytest.raises(ValueError, match="shape"):  # an index for fewer items than the batch
         up.regularizer(replay, idx[:4])
+
+
+def test_apply_plan_router_growth_adds_routed_experts():
+    """growth="router": one new slot (router column) per planned slot, a replica of it; with a
+    large bias offset the function is unchanged (the new slot is never selected), with offset 0
+    the replica competes at once; sources frozen; added = the new parameters."""
+    x, _ = _batch(0)
+    for offset, exact in [(1e4, True), (0.0, False)]:
+        model = _net()
+        with torch.no_grad():
+            for layer in find_moe_layers(model).values():
+                layer.router.normal_()  # distinct router columns: the top k is not a tie
+                layer.w1.normal_(0, 0.5)  # distinct experts (upcycled ones are all equal)
+        y0 = model(x)
+        layer = find_moe_layers(model)["1"]
+        n_before = sum(p.numel() for p in model.parameters())
+        added = apply_plan(
+            model, UpcyclePlan(grow={"1": [2, 0]}), growth="router", bias_offset=offset
+        )
+        assert (
+            layer.num_experts == 5
+            and added == sum(p.numel() for p in model.parameters()) - n_before
+        )
+        assert torch.equal(layer.router[:, 3], layer.router[:, 2])  # copies
+        assert torch.equal(layer.router[:, 4], layer.router[:, 0])
+        assert layer.frozen[layer.slot_of == 2].all() and not layer.frozen[layer.slot_of == 3].any()
+        same = torch.allclose(model(x), y0, rtol=1e-12, atol=1e-12)
+        assert same == exact
+    with pytest.raises(ValueError, match="growth"):
+        apply_plan(_net(), UpcyclePlan(grow={}), growth="slots")

@@ -209,9 +209,27 @@ def find_moe_layers(model: nn.Module) -> dict[str, UpcycledMoE]:
 
 
 def apply_plan(
-    model: nn.Module, plan: UpcyclePlan, *, freeze_source: bool = True, noise: float = 0.0
+    model: nn.Module,
+    plan: UpcyclePlan,
+    *,
+    freeze_source: bool = True,
+    noise: float = 0.0,
+    growth: str = "slot",
+    bias_offset: float = 0.0,
 ) -> int:
-    """Grow ``model``'s MoE layers as ``plan`` says (function-preserving); returns added parameters."""
+    """Grow ``model``'s MoE layers as ``plan`` says; returns the parameters added.
+
+    ``growth="slot"`` (what the search uses): a copy inside each planned slot, mixed with its
+    source by the slot's softmax (:meth:`UpcycledMoE.grow`; function-preserving at ``noise=0``).
+    ``growth="router"``: a new routed expert per planned slot, a replica of it with a new
+    router column (:meth:`UpcycledMoE.add_experts`, as in sparse-upcycling / LLaMA-MoE growth);
+    its selection bias is the source's minus ``bias_offset``: 0 lets it compete for the top k
+    at once (the function changes as it displaces experts), a large offset keeps the function
+    exactly but the new expert is never selected, so never trained, until the bias is lowered.
+    ``freeze_source`` freezes the sources (every copy of a source slot for router growth).
+    """
+    if growth not in ("slot", "router"):
+        raise ValueError(f"growth must be 'slot' or 'router'; got {growth!r}")
     layers = find_moe_layers(model)
     missing = [n for n in plan.grow if n not in layers]
     if missing:
@@ -220,8 +238,18 @@ def apply_plan(
         )
     added = 0
     for name, slots in plan.grow.items():
-        layers[name].grow(slots, freeze_source=freeze_source, noise=noise)
-        added += len(slots) * layers[name].expert_params()
+        layer = layers[name]
+        if growth == "slot":
+            layer.grow(slots, freeze_source=freeze_source, noise=noise)
+            added += len(slots) * layer.expert_params()
+            continue
+        before = sum(p.numel() for p in layer.parameters())
+        layer.add_experts(slots, bias_offset=bias_offset, noise=noise)
+        if freeze_source:
+            with torch.no_grad():
+                for s in slots:
+                    layer.frozen[layer.slot_of == s] = True
+        added += sum(p.numel() for p in layer.parameters()) - before
     return added
 
 
