@@ -58,7 +58,9 @@ def render(data: dict) -> str:
     out = []
     for seq, res in data["summary"].items():
         out.append(f"**{NAMES.get(seq, seq)}** (mean [95% t-interval] over {n} seeds)\n")
-        out.append("| arm | lr | average accuracy % | forgetting % | BWT % | added params | grown per block |")
+        out.append(
+            "| arm | lr | average accuracy % | forgetting % | BWT % | added params | grown per block |"
+        )
         out.append("|---|---|---|---|---|---|---|")
         for arm, r in res["arms"].items():
             ap = r["added_params"]
