@@ -389,7 +389,9 @@ def main() -> None:
     }
     Path(__file__).resolve().with_suffix(".json").write_text(json.dumps(out, indent=1) + "\n")
     s = out["summary"]
-    print("headroom (total loss):", {k: round(v["total_mean"], 4) for k, v in s["headroom"].items()})
+    print(
+        "headroom (total loss):", {k: round(v["total_mean"], 4) for k, v in s["headroom"].items()}
+    )
     for meth, m in s["methods"].items():
         print(
             f"{meth}: grows deep {m['frac_seeds_grow_deep']:.0%}, only deep "
