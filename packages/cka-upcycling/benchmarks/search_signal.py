@@ -82,6 +82,7 @@ def main() -> None:
             "selective_acc": [a_sel[s] for s in seeds],
             "random_acc": [a_rnd[s] for s in seeds],
             "grown_per_task": [counts[s] for s in seeds],
+            "plans": [r["plans"] for r in sorted(sel, key=lambda r: r["seed"])],
             "selective_minus_random_pts": interval(diffs),
             "paired_sd_pts": float(np.std(diffs, ddof=1)),
             "mde_pts": float(2.8 * np.std(diffs, ddof=1) / math.sqrt(len(seeds))),

@@ -4,8 +4,9 @@
     python benchmarks/table.py FILE            # ... of another JSON
     python benchmarks/table.py --write         # rewrite the README's generated blocks
 
-The README holds one generated block per JSON, between ``<!-- table:quick -->`` and
-``<!-- /table:quick -->`` (``reproduce_quick.json``) and ``table:full`` (``reproduce.json``);
+The README holds one generated block per JSON, between ``<!-- table:NAME -->`` and
+``<!-- /table:NAME -->``: ``quick`` (``reproduce_quick.json``), ``full`` (``reproduce.json``),
+``signal`` (``search_signal.json``) and ``planted`` (``planted_depth.json``);
 ``tests/test_readme.py`` checks that they match the committed JSON.
 """
 
@@ -18,7 +19,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
-BLOCKS = {"quick": HERE / "reproduce_quick.json", "full": HERE / "reproduce.json"}
+BLOCKS = {
+    "quick": HERE / "reproduce_quick.json",
+    "full": HERE / "reproduce.json",
+    "signal": HERE / "search_signal.json",
+    "planted": HERE / "planted_depth.json",
+}
 NAMES = {
     "split": "Split-Digits (task-IL, 5 tasks)",
     "permuted": "Permuted-Digits (domain-IL, 4 tasks)",
@@ -92,8 +98,87 @@ def render(data: dict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+SIGNAL_ROWS = {
+    "all": '`"all"` (default: every candidate trains in the inner step)',
+    "sampled": '`"sampled"` (inner step under the hard draw, GDAS-style)',
+    "diagnostic": "no search: `diagnostic_plan` (drift × sensitivity, 2 slots per task)",
+}
+
+
+def render_signal(data: dict) -> str:
+    n = len(data["seeds"])
+    out = [
+        f"Split-Digits, {n} paired seeds ({data['seeds'][0]}–{data['seeds'][-1]}), lr 3e-3, "
+        f"the constants of `reproduce.py`; {data['seconds']:.0f} s wall.\n",
+        "| plan | corr(p_grow, drawn) | slots grown per task | grown per block | "
+        "plan − random of equal size, avg acc (pts, 95% t-interval) | MDE (pts) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mode in ("all", "sampled", "diagnostic"):
+        r = data["modes"][mode]
+        corr = f"{r['corr_mean']:+.2f}" if "corr_mean" in r else "n/a"
+        per_task = (
+            sum(sum(c) for c in r["grown_per_task"]) / sum(len(c) for c in r["grown_per_task"])
+            if "grown_per_task" in r
+            else sum(len(v) for p in r["plans"] for t in p for v in t.values())
+            / sum(len(p) for p in r["plans"])
+        )
+        grown = grown_per_block(r["plans"], data["config"]["layers"]) if "plans" in r else "?"
+        out.append(
+            f"| {SIGNAL_ROWS[mode]} | {corr} | {per_task:.1f} | {grown} | "
+            f"{pts(r['selective_minus_random_pts'])} | {r['mde_pts']:.1f} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+PLANTED_ROWS = {
+    "bilevel_all": ('bilevel, `"all"`', "0.02"),
+    "bilevel_sampled": ('bilevel, `"sampled"`', "0.02"),
+    "bilevel_all_lp": ('bilevel, `"all"` (variant)', "0.8"),
+    "bilevel_sampled_lp": ('bilevel, `"sampled"` (variant)', "0.8"),
+    "diagnostic": ("`diagnostic_plan`, budget 1", "n/a"),
+}
+
+
+def render_planted(data: dict) -> str:
+    sm, n = data["summary"], len(data["seeds"])
+
+    def iv(d: dict) -> str:
+        return f"{d['mean']:+.4f} [{d['ci95'][0]:+.4f}, {d['ci95'][1]:+.4f}] ({d['mde']:.4f})"
+
+    h = sm["headroom"]
+    out = [
+        f"{n} paired seeds ({data['seeds'][0]}–{data['seeds'][-1]}); loss unit: the no-growth "
+        f"new-task MSE; total = new + old test loss (lower is better); {data['cpu_seconds']:.0f} "
+        "CPU-s.\n",
+        "| growth | none | block 0 | block 1 | block 2 (oracle) | all three |",
+        "|---|---|---|---|---|---|",
+        "| total loss | "
+        + " | ".join(
+            f"{h[k]['total_mean']:.4f}" for k in ("none", "grow_0", "grow_1", "grow_2", "grow_all")
+        )
+        + " |",
+        "",
+        f"Oracle − block 0: {iv(sm['oracle_minus_grow_0'])}; oracle − block 1: "
+        f"{iv(sm['oracle_minus_grow_1'])} (mean [95% t-interval] (MDE)).\n",
+        "| plan | λ_p | seeds growing only the deep block | deep share of growth | "
+        "total − random of equal size (MDE) | total − oracle (MDE) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, (label, lp) in PLANTED_ROWS.items():
+        r = sm["methods"][key]
+        out.append(
+            f"| {label} | {lp} | {round(n * r['frac_seeds_only_deep'])}/{n} | "
+            f"{r['deep_mass']:.2f} | {iv(r['minus_random'])} | {iv(r['minus_oracle'])} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+RENDER = {"quick": render, "full": render, "signal": render_signal, "planted": render_planted}
+
+
 def block(name: str) -> str:
-    return render(json.loads(BLOCKS[name].read_text()))
+    return RENDER[name](json.loads(BLOCKS[name].read_text()))
 
 
 def write() -> None:

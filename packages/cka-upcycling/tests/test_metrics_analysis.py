@@ -179,3 +179,26 @@ def test_diagnostic_plan_weights_sensitivity_by_layer_drift(monkeypatch):
         monkeypatch.setattr(an, "cka_drift", lambda *a, d=drift, **k: dict(d))
         plan = diagnostic_plan(model, _cls_loss, _cls_batches(2, 2), _cls_batches(1, 3), budget=3)
         assert len(plan.grow[layer]) == 3, (drift, plan.grow)
+
+
+def test_diagnostic_plan_ranks_slots_by_the_product_of_drift_and_sensitivity(monkeypatch):
+    """Planted drifts and sensitivities: the plan is the top of drift_l x s_le, not of either
+    factor alone (equal drifts: the sensitivity decides; a tripled drift overturns a larger
+    sensitivity in the other layer)."""
+    import icml26_cka_upcycling.analysis as an
+
+    sens = {"a": [0.1, 0.9, 0.2], "b": [0.3, 0.1, 0.5]}
+    monkeypatch.setattr(
+        an, "expert_sensitivity", lambda *a, **k: {n: list(v) for n, v in sens.items()}
+    )
+    model = _TwoMoE()
+    for drift, budget, want in [
+        ({"a": 1.0, "b": 1.0}, 2, {"a": [1], "b": [2]}),  # 0.9 and 0.5 lead
+        ({"a": 1.0, "b": 3.0}, 1, {"a": [], "b": [2]}),  # 3 x 0.5 = 1.5 > 1 x 0.9
+        ({"a": 1.0, "b": 3.0}, 3, {"a": [1], "b": [0, 2]}),  # 1.5, 0.9, 0.9 (b0 = 3 x 0.3)
+    ]:
+        monkeypatch.setattr(an, "cka_drift", lambda *a, d=drift, **k: dict(d))
+        plan = diagnostic_plan(
+            model, _cls_loss, _cls_batches(1, 2), _cls_batches(1, 3), budget=budget
+        )
+        assert plan.grow == want, (drift, budget, plan.grow)
