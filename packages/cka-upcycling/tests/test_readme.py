@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+if not (ROOT / "benchmarks" / "table.py").exists():  # the installed wheel's tests
+    pytest.skip("benchmarks/ not present (installed package)", allow_module_level=True)
 
 
 def _table_module():
