@@ -43,6 +43,12 @@ the first 60 of them for the search, outer loop on 25% of the new training data,
   tuning seeds 100-104 (search only) was closest to the oracle's one block, ties to the smaller
   ("all": 3.0, 2.6, 1.8, 1.0, 0.8 blocks; "sampled": 2.2, 1.8, 1.6, 1.2, 0.8 -> 0.8 for both).
   lambda_p = 0.02 makes every candidate worth growing on this task (see the ablation);
+* ``bilevel_uniform`` / ``bilevel_uniform_lp`` (labelled variants, added by the lead after the
+  reported runs of the arms above, and pre-registered here before their own first reported run):
+  inner_presence "uniform" (each candidate present with probability 1/2 in the inner step,
+  SPOS-style), at lambda_p 0.02 and at the value chosen by the same rule on tuning seeds
+  100-104 from {0.1, 0.2, 0.4, 0.8, 1.6, 3.2}: mean growth 2.6, 2.6, 2.4, 1.6, 1.4, 0.6
+  blocks -> 1.6 (tied with 3.2 at distance 0.4; the smaller);
 * ``diagnostic``: :func:`diagnostic_plan` with budget 1 (the oracle's size), 20 probe steps,
   drift on 4 replay batches. The probe fine-tunes a copy of the student with its experts
   unfrozen (the student itself has nothing trainable before growth);
@@ -212,6 +218,9 @@ def leave_one_out(
     return [objective(torch.ones(n).index_fill(0, torch.tensor([i]), 0.0)) - base for i in range(n)]
 
 
+SEARCHES = ("sampled", "all", "uniform")  # BilevelUpcycler's inner_presence modes
+
+
 def run(seed: int, arm: str, cfg: dict = CFG, grow: list[int] | None = None) -> dict:
     """One arm on one seed. arm: "none", "fixed" (grow blocks ``grow``), "sampled", "all"
     (BilevelUpcycler's inner_presence) or "diagnostic" (diagnostic_plan, budget 1)."""
@@ -228,12 +237,12 @@ def run(seed: int, arm: str, cfg: dict = CFG, grow: list[int] | None = None) -> 
         model, loss_fn, cka_layers=[f"blocks.{cfg['layers'] - 1}"],
         lambda_replay=cfg["lambda_replay"], lambda_cka=cfg["lambda_cka"],
         lambda_param=cfg["lambda_param"], tau=exponential_tau(1.0, 0.2, cfg["search"]),
-        outer_lr=cfg["outer_lr"], inner_presence=arm if arm in ("sampled", "all") else "sampled",
+        outer_lr=cfg["outer_lr"], inner_presence=arm if arm in SEARCHES else "sampled",
     )  # fmt: skip
     tr = d["new_train"]
     steps = cfg["steps"]
     out: dict = {"seed": seed, "arm": arm}
-    if arm in ("sampled", "all"):
+    if arm in SEARCHES:
         n_in = int(0.75 * len(tr[0]))
         it = batches(tuple(a[:n_in] for a in tr), cfg["batch"], gen)
         outer_it = batches(tuple(a[n_in:] for a in tr), cfg["batch"], gen)
@@ -295,15 +304,25 @@ def paired(diffs: list[float]) -> dict[str, Any]:
     }
 
 
-METHODS = ["bilevel_all", "bilevel_sampled", "bilevel_all_lp", "bilevel_sampled_lp", "diagnostic"]
+METHODS = [
+    "bilevel_all",
+    "bilevel_sampled",
+    "bilevel_all_lp",
+    "bilevel_sampled_lp",
+    "bilevel_uniform",
+    "bilevel_uniform_lp",
+    "diagnostic",
+]
 ARM_OF = {
     "bilevel_all": "all",
     "bilevel_sampled": "sampled",
     "bilevel_all_lp": "all",
     "bilevel_sampled_lp": "sampled",
+    "bilevel_uniform": "uniform",
+    "bilevel_uniform_lp": "uniform",
     "diagnostic": "diagnostic",
 }
-LAMBDA_P_VARIANT = 0.8  # the *_lp arms (module docstring)
+LAMBDA_P_VARIANT = {"all": 0.8, "sampled": 0.8, "uniform": 1.6}  # the *_lp arms (docstring)
 FIXED = {
     "none": [],
     "grow_0": [0],
@@ -322,7 +341,8 @@ def run_seed(seed: int, cfg: dict = CFG) -> dict[str, dict]:
     for name, g in FIXED.items():
         res[name] = run(seed, "fixed", cfg, grow=g)
     for meth in METHODS:
-        mcfg = {**cfg, "lambda_param": LAMBDA_P_VARIANT} if meth.endswith("_lp") else cfg
+        lp = LAMBDA_P_VARIANT.get(ARM_OF[meth], 0.0)
+        mcfg = {**cfg, "lambda_param": lp} if meth.endswith("_lp") else cfg
         res[meth] = run(seed, ARM_OF[meth], mcfg)
         k = len(res[meth]["grown"])
         same = [res[a] for a, g in FIXED.items() if len(g) == k]  # every size-k block subset

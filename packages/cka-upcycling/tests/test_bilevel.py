@@ -328,9 +328,30 @@ def test_inner_presence_decides_which_candidates_train(inner_presence):
     assert moved[0] == (inner_presence == "all")
 
 
+def test_uniform_inner_presence_is_half_and_independent_of_the_mask():
+    """ "uniform": each candidate present in an inner step w.p. 1/2, whatever α says (here α
+    says "never grow"): over 200 steps every candidate trains on about half of them."""
+    torch.manual_seed(0)
+    model = _net()
+    up = BilevelUpcycler(model, _loss, lambda_param=0.0, inner_presence="uniform")
+    n = up.begin_task()
+    with torch.no_grad():
+        up.mask.logits[:, 1] = -50.0  # p_grow = 0: "sampled" would never draw a candidate
+    seen = torch.zeros(n)
+    for _ in range(200):
+        up.sample_presence()
+        seen += torch.cat([lay.presence for lay in up.layers.values()])  # type: ignore[misc]
+    up._set_presence(None)
+    # Binomial(200, 1/2): mean 100, sd 7.1; [65, 135] is a 5-sd band per candidate
+    assert ((seen > 65) & (seen < 135)).all(), seen
+    assert len(set(seen.tolist())) > 1  # independent draws, not one shared coin
+
+
 def test_inner_presence_is_checked():
     with pytest.raises(ValueError, match="inner_presence"):
         BilevelUpcycler(_net(), _loss, inner_presence="some")
+    # the other modes' candidate-training rule is tested above; "uniform" is accepted
+    BilevelUpcycler(_net(), _loss, inner_presence="uniform")
 
 
 def test_plan_records_how_often_each_candidate_was_drawn():

@@ -30,6 +30,11 @@ Which weights the inner step trains (``inner_presence``):
   drawn present. At the start ∂L_val/∂α is exactly 0 (a provisional copy is an exact replica
   sharing its source's mass), so the first draws decide which copies train, and the grow
   probabilities follow each copy's sampling history (issue 47).
+* ``"uniform"`` (SPOS-style, Guo et al. 2020): each candidate is present in the inner step with
+  probability 1/2, independently of α and of the other candidates. The weights do not depend
+  on α (as with "all"), and a copy cannot lean on the others being present: it is trained to
+  be useful in a random context, so its marginal value in the outer step is closer to its own.
+  A labelled variant (issue 47's planted-depth check).
 
 The CKA term's H^old comes from a teacher forward per replay batch, or, after
 :meth:`BilevelUpcycler.cache_teacher`, from features of the whole (fixed) replay buffer computed
@@ -289,8 +294,9 @@ class BilevelUpcycler:
         init_grow_logit: initial α_grow - α_keep of every candidate.
         layers: restrict the candidates to these MoE layer names (default: all).
         xi, eps: the finite-difference hypergradient's inner step and probe size.
-        inner_presence: ``"all"`` (every candidate present in the inner step) or ``"sampled"``
-            (inner step under the outer step's hard draw); see the module docstring.
+        inner_presence: ``"all"`` (every candidate present in the inner step), ``"sampled"``
+            (inner step under the outer step's hard draw) or ``"uniform"`` (each present with
+            probability 1/2, independent of α); see the module docstring.
 
     Per task::
 
@@ -325,8 +331,10 @@ class BilevelUpcycler:
         eps: float = 0.01,
         inner_presence: str = "all",
     ) -> None:
-        if inner_presence not in ("sampled", "all"):
-            raise ValueError(f"inner_presence must be 'sampled' or 'all'; got {inner_presence!r}")
+        if inner_presence not in ("sampled", "all", "uniform"):
+            raise ValueError(
+                f"inner_presence must be 'all', 'sampled' or 'uniform'; got {inner_presence!r}"
+            )
         if hypergradient not in ("first_order", "finite_difference"):
             raise ValueError(
                 f"hypergradient must be 'first_order' or 'finite_difference'; got {hypergradient!r}"
@@ -589,12 +597,15 @@ class BilevelUpcycler:
 
     def sample_presence(self, noise: torch.Tensor | None = None) -> None:
         """Fix the provisional copies' presence for the inner step (no gradient to α): a hard
-        Gumbel draw, or all ones when ``inner_presence="all"``."""
+        Gumbel draw ("sampled"), all ones ("all") or Bernoulli(1/2) draws ("uniform")."""
         if self.mask is None:
             raise RuntimeError("sample_presence before begin_task")
         with torch.no_grad():
             if self.inner_presence == "all":
                 self._set_presence(torch.ones_like(self.mask.logits[:, 0]))
+            elif self.inner_presence == "uniform":
+                ones = torch.ones_like(self.mask.logits[:, 0])
+                self._set_presence(torch.bernoulli(0.5 * ones))
             else:
                 self._set_presence(self.mask(noise))
 
