@@ -136,6 +136,8 @@ PLANTED_ROWS = {
     "bilevel_sampled": ('bilevel, `"sampled"`', "0.02"),
     "bilevel_all_lp": ('bilevel, `"all"` (variant)', "0.8"),
     "bilevel_sampled_lp": ('bilevel, `"sampled"` (variant)', "0.8"),
+    "bilevel_uniform": ('bilevel, `"uniform"` (variant)', "0.02"),
+    "bilevel_uniform_lp": ('bilevel, `"uniform"` (variant)', "1.6"),
     "diagnostic": ("`diagnostic_plan`, budget 1", "n/a"),
 }
 
