@@ -352,6 +352,8 @@ def test_inner_presence_is_checked():
         BilevelUpcycler(_net(), _loss, inner_presence="some")
     # the other modes' candidate-training rule is tested above; "uniform" is accepted
     BilevelUpcycler(_net(), _loss, inner_presence="uniform")
+    # the default trains every candidate in the inner step (issue 47: "sampled" has no signal)
+    assert BilevelUpcycler(_net(), _loss).inner_presence == "all"
 
 
 def test_plan_records_how_often_each_candidate_was_drawn():

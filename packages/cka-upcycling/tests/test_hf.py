@@ -60,7 +60,8 @@ def _model():
     return model, names
 
 
-def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
+@pytest.mark.parametrize("cache", [False, True])
+def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path, cache):
     model, names = _model()
     assert names == ["model.layers.0.mlp", "model.layers.1.mlp"]
     up = BilevelUpcycler(
@@ -72,7 +73,9 @@ def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
         init_grow_logit=2.0,
     )
     buf = ReservoirBuffer(16, seed=0)
-    cb = SelectiveUpcyclingCallback(up, search_steps=3, replay=buf, replay_batch_size=4)
+    cb = SelectiveUpcyclingCallback(
+        up, search_steps=3, replay=buf, replay_batch_size=4, cache_teacher_features=cache
+    )
     frozen_before, prev = None, None
     for t in range(2):
         ids = _task(t)
@@ -122,7 +125,7 @@ def test_callback_runs_selective_upcycling_over_a_task_sequence(tmp_path):
         }
         prev = ids
     assert len(cb.plans) == 2
-    assert up.mask is None and up.teacher is None
+    assert up.mask is None and up.teacher is None and up._cache is None
     for layer in find_moe_layers(model).values():
         assert not layer.provisional.any()
     grown = sum(p.num_grown() for p in cb.plans)
