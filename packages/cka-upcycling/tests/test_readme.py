@@ -19,7 +19,7 @@ def _table_module():
     return mod
 
 
-@pytest.mark.parametrize("name", ["quick", "full"])
+@pytest.mark.parametrize("name", ["quick", "full", "signal", "planted"])
 def test_readme_results_tables_match_the_benchmark_json(name):
     table = _table_module()
     readme = (ROOT / "README.md").read_text()
