@@ -76,6 +76,8 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,6 +94,9 @@ from icml26_cka_upcycling import (
     upcycle_ffn,
 )
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cistats import t_crit
 
 CFG: dict[str, Any] = dict(
     d_in=8, d=16, m=16, out=8, layers=3, gain=3.0, radius=4.0, n_train=512, n_test=512,
@@ -287,15 +292,12 @@ def run(seed: int, arm: str, cfg: dict = CFG, grow: list[int] | None = None) -> 
     return out
 
 
-T_CRIT = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 19: 2.093}  # fmt: skip
-
-
 def paired(diffs: list[float]) -> dict[str, Any]:
     """Mean, 95% t-interval, paired SD and MDE = 2.8 SD / sqrt(n) of per-seed differences."""
     d = np.asarray(diffs, dtype=float)
     n = len(d)
     sd = float(d.std(ddof=1)) if n > 1 else float("nan")
-    h = T_CRIT.get(n - 1, 1.96) * sd / math.sqrt(n) if n > 1 else float("nan")
+    h = t_crit(n - 1) * sd / math.sqrt(n) if n > 1 else float("nan")
     return {
         "mean": float(d.mean()),
         "ci95": [float(d.mean() - h), float(d.mean() + h)],
@@ -402,7 +404,6 @@ def main() -> None:
     import argparse
     import json
     import time
-    from pathlib import Path
 
     from icml26_kernels.provenance import machine_info
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing as mp
 import os
 import sys
@@ -60,6 +59,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from cistats import interval
 from icml26_cka_upcycling import (
     BilevelUpcycler,
     ReservoirBuffer,
@@ -76,7 +76,6 @@ from sklearn.datasets import load_digits
 from torch import nn
 
 HERE = Path(__file__).resolve().parent
-T_CRIT = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 9: 2.262}
 ARMS = ["seqft", "replay", "full", "selective", "random"]
 CFG = dict(
     d=32, m=32, layers=3, slots=4, top_k=2, pre_steps=200, steps=100, search=40, batch=32,
@@ -313,14 +312,6 @@ def run(args: tuple) -> dict:
 
 
 # ---------------------------------------------------------------------------- statistics
-def interval(diffs: list[float]) -> list[float]:
-    d = np.asarray(diffs, dtype=float)
-    if len(d) < 2:
-        return [float(d.mean()), float("nan"), float("nan")]
-    h = T_CRIT[len(d) - 1] * d.std(ddof=1) / math.sqrt(len(d))
-    return [float(d.mean()), float(d.mean() - h), float(d.mean() + h)]
-
-
 def summarize(runs: list[dict], seeds: list[int]) -> dict:
     out = {}
     for seq in sorted({r["seq"] for r in runs}):

@@ -17,6 +17,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cistats import mde_from_interval
+
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
 BLOCKS = {
@@ -29,7 +32,6 @@ NAMES = {
     "split": "Split-Digits (task-IL, 5 tasks)",
     "permuted": "Permuted-Digits (domain-IL, 4 tasks)",
 }
-T_CRIT = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 9: 2.262}
 
 
 def pct(iv: list[float]) -> str:
@@ -45,7 +47,7 @@ def pts(iv: list[float]) -> str:
 def mde(iv: list[float], n: int) -> str:
     """Minimum detectable paired effect (80% power, 5% two-sided): 2.8 SD/√n, where the
     t-interval's half-width is t_{n-1} SD/√n."""
-    return f"{2.8 * (iv[2] - iv[0]) / T_CRIT[n - 1]:.1f}"
+    return f"{mde_from_interval(iv, n):.1f}"
 
 
 def grown_per_block(plans: list[list[dict]], layers: int) -> str:

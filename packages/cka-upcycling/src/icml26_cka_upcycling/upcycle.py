@@ -170,13 +170,13 @@ class UpcycledMoE(nn.Module):
         """(slot table, valid mask, number of provisional copies), recomputed (one host sync)
         only when ``slot_of`` or ``provisional`` change (a new tensor or an in-place write bumps
         its version), so a forward on a GPU reads nothing back from the device."""
-        key = (self.slot_of, self.slot_of._version, self.provisional, self.provisional._version)
-        c = self._struct
-        same = c is not None and c[0][0] is key[0] and c[0][2] is key[2]
-        if not (same and c is not None and c[0][1] == key[1] and c[0][3] == key[3]):
+        bufs = (self.slot_of, self.provisional)
+        versions = tuple(b._version for b in bufs)
+        c = self._struct  # (buffers, their versions, result) of the last computation
+        if c is None or any(a is not b for a, b in zip(c[0], bufs)) or c[1] != versions:
             table, valid = self._slot_table()
-            c = self._struct = (key, (table, valid, int(self.provisional.sum())))
-        return c[1]
+            c = self._struct = (bufs, versions, (table, valid, int(self.provisional.sum())))
+        return c[2]
 
     def _slot_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(S, C_max) physical index of each slot's copies (padded with the first copy), valid mask."""
