@@ -8,7 +8,6 @@ and the bytes / split sizes the collectives actually carried.
 from __future__ import annotations
 
 import datetime
-import gc
 import os
 import sys
 
@@ -312,11 +311,9 @@ def run(rank: int, world: int, port: int, checks: str = "all") -> None:
     # destroy_process_group here (the compiled graph's FX nodes keep a reference to it), so its
     # gloo threads would otherwise be torn down while the interpreter finalises, where a C++
     # thread that needs the GIL is ended by pthread_exit and the rank aborts with "terminate
-    # called without an active exception" (seen once in CI, after the checks). A failed check
-    # never gets here: the exception reaches torch.multiprocessing's wrapper, which records the
-    # rank's traceback for the parent.
-    torch._dynamo.reset()
-    gc.collect()
+    # called without an active exception" (seen once in CI). A failed check never gets here:
+    # the exception reaches torch.multiprocessing's wrapper, which records the rank's traceback
+    # for the parent.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
