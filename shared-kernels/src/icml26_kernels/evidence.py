@@ -226,7 +226,9 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float, float]:
     den = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return p, max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return p, low, high
 
 
 def _normal_quantile(p: float) -> float:
