@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # evidence_lint beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 ROW_FILE = Path("benchmarks") / "reproduce_row.json"
 TABLE = "REPRODUCTION.md"
@@ -173,6 +175,19 @@ def write_table(root: Path) -> Path:
 
 
 def check(root: Path) -> list[str]:
+    """Every difference between REPRODUCTION.md and the row files, and every evidence problem.
+
+    The evidence lint (``tools/evidence_lint.py``) runs over the same rows: a row whose claim
+    prints an interval that is not its JSON's 95% CI, a ratio that is not ours/baseline, an
+    unstated grid-edge optimum, a ``resolved`` the CI or the headroom contradicts, or a
+    benchmark that hand-rolls its statistics or leaves its BLAS threads unpinned, fails here.
+    """
+    from evidence_lint import lint as evidence_lint
+
+    return [*_check_table(root), *(f"evidence: {p}" for p in evidence_lint(root))]
+
+
+def _check_table(root: Path) -> list[str]:
     """Every difference between REPRODUCTION.md and the row files, one message each."""
     rows, missing = load_rows(root)
     problems = [f"{name}: no {ROW_FILE} (run `nox -s reproduce -- {name}`)" for name in missing]
@@ -214,15 +229,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for p in problems:
-        print(f"stale: {p}", file=sys.stderr)
+        print(p if p.startswith("evidence: ") else f"stale: {p}", file=sys.stderr)
     if problems:
         print(
-            f"{len(problems)} problem(s): REPRODUCTION.md must equal the committed row files; "
-            "run `python tools/reproduce_table.py --write` (or rerun the package)",
+            f"{len(problems)} problem(s): REPRODUCTION.md must equal the committed row files "
+            "(run `python tools/reproduce_table.py --write`, or rerun the package) and every "
+            "row's evidence must match its claim (tools/evidence_lint.py; CONTRIBUTING.md)",
             file=sys.stderr,
         )
         return 1
-    print(f"{TABLE} matches every package's reproduce_row.json")
+    print(f"{TABLE} matches every package's reproduce_row.json, and every row's evidence holds")
     return 0
 
 

@@ -38,9 +38,30 @@ def test_readme_table_needs_a_paper_title(fake_repo):
     assert readme_table.main(["--check", "--root", str(fake_repo)]) == 2
 
 
+_EVIDENCE = {
+    "schema": "icml26-evidence/1",
+    "comparisons": [
+        {
+            "name": "a_vs_b",
+            "statistic": "paired difference",
+            "diff": 0.1,
+            "ci95": [0.05, 0.15],
+            "n": 5,
+            "paired_sd": 0.04,
+            "mde": 0.06,
+            "target": None,
+            "resolved": True,
+            "headroom": None,
+            "headroom_note": "a synthetic row",
+        }
+    ],
+    "tuning": [],
+}
+
+
 def _row(name, ours, measured="2020-01-01 00:00", machine=None):
     row = {"package": name, "claim": "c|d", "paper": "p", "ours": ours, "baseline": 1.0}
-    row.update(ratio=ours, seconds=1.0, measured=measured)
+    row.update(ratio=ours, seconds=1.0, measured=measured, evidence=_EVIDENCE)
     if machine is not None:
         row["machine"] = machine
     return row
