@@ -33,7 +33,9 @@ tokens whose gradient is clipped to zero at update time (``teacher_low_clipped``
 held-out greedy accuracy vs steps, pass@k (k = 1, 2, 4, 8; 8 samples at T = 1), greedy accuracy
 on the RL problems split by whether the teacher is wrong there, the retirement-rate curve of
 the OnePO arm, and paired-seed differences with 95% t-intervals and the minimum detectable
-effect (2.8 · paired SD / sqrt(seeds)).
+effect ((t_{0.975,n-1} + t_{0.8,n-1}) · paired SD / sqrt(seeds)), all from
+``icml26_kernels.evidence``; the row's ``evidence`` object records each printed comparison with
+its headroom (the metric maximum 1.0 minus the compared arm's accuracy).
 
 The rollout loop is this file's own (batched sampling of a 4-token answer with a tiny model);
 TRL's generation loop is built for HF models and would dominate the CPU budget, and the DAPO
@@ -44,6 +46,8 @@ groups are the package's: `onepo_policy_loss`, `ppo_per_token_loss`, `grpo_advan
 
     python benchmarks/reproduce.py --quick     # 3 seeds x 5 arms x 100 steps (CPU ~100 s)
     python benchmarks/reproduce.py             # 10 seeds x 7 arms x 100 steps (CPU ~7 min)
+    python benchmarks/reproduce.py --row-from benchmarks/reproduce_quick.json   # no training:
+        # resummarise a stored run (statistics, evidence) and rewrite its row
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from icml26_kernels.evidence import comparison, evidence, headroom, mde, pin_threads, t_interval
 from icml26_onepo import grpo_advantages, inject_teacher, onepo_policy_loss, ppo_per_token_loss
 from icml26_onepo.loss import aggregate_loss
 from torch import nn
@@ -365,13 +370,12 @@ def run_arm(arm: str, seed: int, init: dict, cfg: dict, train, test) -> dict:  #
 
 
 def ci95(x: list[float]) -> tuple[float, float, float]:
+    """(mean, low, high): the 95% t-interval over seeds (a single seed: its value, no interval)."""
     a = np.asarray(x, dtype=np.float64)
-    m = float(a.mean())
     if len(a) < 2:
+        m = float(a.mean())
         return m, m, m
-    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365}.get(len(a), 2.0)
-    h = t * float(a.std(ddof=1)) / math.sqrt(len(a))
-    return m, m - h, m + h
+    return t_interval(a)
 
 
 ARMS = ("grpo", "sft_grpo", "naive", "luffy", "retire_only", "aoe_only", "onepo")
@@ -379,11 +383,73 @@ QUICK_ARMS = ("grpo", "sft_grpo", "naive", "retire_only", "onepo")
 
 
 def paired(a: list[dict], b: list[dict], key: str = "greedy_acc") -> dict[str, float]:
-    """OnePO − arm over paired seeds: mean, 95% t-interval, SD, MDE = 2.8 · SD / sqrt(n)."""
+    """OnePO − arm over paired seeds: mean, 95% t-interval, SD, MDE (80% power, 5% level)."""
     d = [x["final"][key] - y["final"][key] for x, y in zip(a, b, strict=True)]
     m, lo, hi = ci95(d)
     sd = float(np.std(d, ddof=1)) if len(d) > 1 else float("nan")
-    return {"mean": m, "lo": lo, "hi": hi, "sd": sd, "mde": 2.8 * sd / math.sqrt(len(d))}
+    return {"mean": m, "lo": lo, "hi": hi, "sd": sd, "mde": mde(sd, len(d)) if len(d) > 1 else sd}
+
+
+# the paper's effect over SFT+RL: HealthBench 67.2 vs 64.5, +2.7 points = +0.027 as a fraction
+PAPER_TARGETS: dict[str, tuple[float | None, str]] = {
+    "sft_grpo": (
+        0.027,
+        "paper: HealthBench 67.2 vs SFT+RL 64.5, +2.7 points (0.027 as a fraction)",
+    ),
+    "grpo": (0.074, "paper: HealthBench 67.2 vs pure RL 59.8, +7.4 points (0.074 as a fraction)"),
+}
+
+
+def summarise(runs: dict[str, list[dict]], arms: list[str]) -> dict:
+    """Every statistic of a run from its per-seed results (the same code for a fresh run and
+    for ``--row-from``): per-arm summaries, paired OnePO − arm differences, the evidence."""
+    summary: dict[str, dict] = {}
+    for arm in arms:
+        finals = [r["final"] for r in runs[arm]]
+        summary[arm] = {k: ci95([f[k] for f in finals]) for k in finals[0]}
+        curves = np.array([[acc for _, acc in r["curve"]] for r in runs[arm]])
+        summary[arm]["curve_steps"] = [s for s, _ in runs[arm][0]["curve"]]
+        summary[arm]["curve_mean"] = curves.mean(0).round(4).tolist()
+        clipped = [
+            r["teacher_low_clipped"] for r in runs[arm] if r["teacher_low_clipped"] is not None
+        ]
+        summary[arm]["teacher_low_clipped"] = float(np.mean(clipped)) if clipped else None
+    out: dict = {"summary": summary}
+    if "onepo" in runs and runs["onepo"][0]["retirement"]:
+        rates = np.array([r["retirement"] for r in runs["onepo"]])
+        out["retirement_curve_mean"] = rates.mean(0).round(4).tolist()
+    if "onepo" not in arms:
+        return out
+    others = [o for o in arms if o != "onepo"]
+    out["paired_diff_onepo_minus"] = {o: paired(runs["onepo"], runs[o]) for o in others}
+    for key in ("auc", "train_acc_teacher_wrong"):
+        out[f"paired_diff_onepo_minus_{key}"] = {
+            o: paired(runs["onepo"], runs[o], key) for o in others
+        }
+    if len(runs["onepo"]) > 1:
+        comps = []
+        for o in others:
+            target, source = PAPER_TARGETS.get(o, (None, f"paper gives no number for {o}"))
+            comps.append(
+                comparison(
+                    f"onepo - {o}",
+                    "held-out greedy exact-match accuracy, OnePO - arm, paired over seeds",
+                    [
+                        x["final"]["greedy_acc"] - y["final"]["greedy_acc"]
+                        for x, y in zip(runs["onepo"], runs[o], strict=True)
+                    ],
+                    target=target,
+                    target_source=source,
+                    headroom=headroom(
+                        1.0,
+                        float(summary[o]["greedy_acc"][0]),
+                        f"metric maximum 1.0 (exact match) minus {o}'s mean held-out accuracy",
+                    ),
+                    unit="fraction",
+                )
+            )
+        out["evidence"] = evidence(comps)  # nothing tuned: one lr for every arm, fixed once
+    return out
 
 
 def main() -> None:
@@ -394,8 +460,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--arms", default=None, help=f"subset of {ARMS}")
     ap.add_argument("--tag", default=None, help="write reproduce_<tag>.json")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no training: resummarise a stored run JSON in place (statistics and evidence) and, "
+        "for the --quick JSON, rewrite benchmarks/reproduce_row.json keeping its provenance",
+    )
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    if args.row_from is not None:
+        row_from(args.row_from)
+        return
+    threads = pin_threads(1)  # tiny matmuls; workers and BLAS inherit the pinning
     t0 = time.perf_counter()
     c0 = time.process_time()
     cfg = dict(
@@ -435,39 +511,16 @@ def main() -> None:
                 f"{time.perf_counter() - t0:.1f}s",
                 file=sys.stderr,
             )
-    summary: dict[str, dict] = {}
-    for arm in arms:
-        finals = [r["final"] for r in runs[arm]]
-        summary[arm] = {k: ci95([f[k] for f in finals]) for k in finals[0]}
-        curves = np.array([[acc for _, acc in r["curve"]] for r in runs[arm]])
-        summary[arm]["curve_steps"] = [s for s, _ in runs[arm][0]["curve"]]
-        summary[arm]["curve_mean"] = curves.mean(0).round(4).tolist()
-        clipped = [
-            r["teacher_low_clipped"] for r in runs[arm] if r["teacher_low_clipped"] is not None
-        ]
-        summary[arm]["teacher_low_clipped"] = float(np.mean(clipped)) if clipped else None
     full: dict = {
         "config": cfg,
         "seeds": n_seeds,
         "seed_list": seeds,
         "base_model": base,
         "noisy_problems": len(NOISY),
-        "summary": summary,
+        "threads": threads,
         "runs": runs,
+        **summarise(runs, arms),
     }
-    if "onepo" in runs and runs["onepo"][0]["retirement"]:
-        rates = np.array([r["retirement"] for r in runs["onepo"]])
-        full["retirement_curve_mean"] = rates.mean(0).round(4).tolist()
-    diffs: dict[str, dict[str, float]] = {}
-    if "onepo" in arms:
-        for other in arms:
-            if other != "onepo":
-                diffs[other] = paired(runs["onepo"], runs[other])
-        full["paired_diff_onepo_minus"] = diffs
-        for key in ("auc", "train_acc_teacher_wrong"):
-            full[f"paired_diff_onepo_minus_{key}"] = {
-                o: paired(runs["onepo"], runs[o], key) for o in arms if o != "onepo"
-            }
     seconds = time.perf_counter() - t0
     full["seconds"] = seconds
     full["cpu_seconds"] = time.process_time() - c0
@@ -476,41 +529,85 @@ def main() -> None:
     )
     out = HERE / f"{name}.json"
     out.write_text(json.dumps(full, indent=1))
+    row = headline_row(full)
+    if row is not None:
+        print(json.dumps(row))
+
+
+def fd(c: dict) -> str:
+    """A comparison as the claim prints it: diff [95% CI], and "unresolved" where it is."""
+    lo, hi = c["ci95"]
+    text = f"{c['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    if not c["resolved"] or (c["seeds_for_target"] or 0) > c["n"]:
+        text += " unresolved"
+    return text
+
+
+def headline_row(full: dict) -> dict | None:
+    """The REPRODUCTION.md row of a run (None unless it ran the quick arms)."""
+    summary = full["summary"]
     needed = ("grpo", "sft_grpo", "naive", "retire_only", "onepo")
-    if all(a in summary for a in needed):
+    if not all(a in summary for a in needed) or "evidence" not in full:
+        return None
 
-        def acc(arm: str) -> float:
-            return float(summary[arm]["greedy_acc"][0])
+    def acc(arm: str) -> float:
+        return float(summary[arm]["greedy_acc"][0])
 
-        def fd(d: dict[str, float]) -> str:
-            return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
-
-        assert base is not None
-        ours = acc("onepo")
-        best = max((a for a in arms if a != "onepo"), key=acc)
-        baseline = acc(best)
-        print(
-            json.dumps(
-                {
-                    "package": "onepo",
-                    "claim": (
-                        "OnePO vs the strongest other arm at equal RL steps, held-out greedy "
-                        "exact-match accuracy on 200 unseen 3-digit reversal problems, tiny text-pretrained "
-                        f"decoder (base pass@8 {base['pass@8']:.2f}), teacher wrong on a fixed "
-                        f"40% of problems; OnePO - {best} {fd(diffs[best])}, OnePO - naive "
-                        f"{fd(diffs['naive'])}, OnePO - retire_only {fd(diffs['retire_only'])} "
-                        f"over {n_seeds} paired seeds; SFT->GRPO {acc('sft_grpo'):.3f}, "
-                        f"pure GRPO {acc('grpo'):.3f}"
-                    ),
-                    "paper": "HealthBench 67.2 vs SFT+RL 64.5 (+2.7) and pure RL 59.8 (+7.4)",
-                    "ours": round(ours, 4),
-                    "baseline": round(baseline, 4),
-                    "ratio": round(ours / baseline, 4) if baseline > 0 else None,
-                    "pure_rl": round(acc("grpo"), 4),
-                    "seconds": round(seconds, 1),
-                }
-            )
+    comps = {c["name"].removeprefix("onepo - "): c for c in full["evidence"]["comparisons"]}
+    ours = acc("onepo")
+    best = max((a for a in summary if a != "onepo"), key=acc)
+    baseline = acc(best)
+    cb = comps[best]
+    room_text = f"headroom 1 - {best} = {cb['headroom']['value']:.3f}"
+    if cb["target"] is not None and not cb["target_fits_headroom"]:
+        room_text += (
+            f" < the paper's +{cb['target']:.3f}: this comparison cannot show the paper's effect"
         )
+    shown = [best] + [a for a in ("naive", "retire_only") if a != best]
+    diffs = ", ".join(f"OnePO - {a} {fd(comps[a])}" for a in shown)
+    return {
+        "package": "onepo",
+        "claim": (
+            "OnePO vs the strongest other arm at equal RL steps, held-out greedy exact-match "
+            "accuracy on 200 unseen 3-digit reversal problems, tiny text-pretrained decoder "
+            f"(base pass@8 {full['base_model']['pass@8']:.2f}), teacher wrong on a fixed 40% of "
+            f"problems; {diffs} over {full['seeds']} paired seeds (95% t-intervals); "
+            f"{room_text}; SFT->GRPO {acc('sft_grpo'):.3f}, pure GRPO {acc('grpo'):.3f}"
+        ),
+        "paper": "HealthBench 67.2 vs SFT+RL 64.5 (+2.7) and pure RL 59.8 (+7.4)",
+        "ours": round(ours, 4),
+        "baseline": round(baseline, 4),
+        "ratio": round(ours / baseline, 4) if baseline > 0 else None,
+        "pure_rl": round(acc("grpo"), 4),
+        "seconds": round(full["seconds"], 1),
+        "evidence": full["evidence"],
+    }
+
+
+def row_from(path: Path) -> None:
+    """Resummarise a stored run without training: its statistics and evidence are recomputed
+    from the per-seed results in place; the --quick JSON's row is rewritten, keeping the
+    original run's machine, time and seconds (the same run, resummarised)."""
+    path = path.resolve()
+    full = json.loads(path.read_text())
+    for key in [k for k in full if k.startswith("paired_diff_onepo_minus")]:
+        del full[key]
+    full.update(summarise(full["runs"], list(full["runs"])))
+    path.write_text(json.dumps(full, indent=1))
+    row = headline_row(full)
+    if row is None or path.name != "reproduce_quick.json":
+        return
+    root = HERE.parents[2]
+    sys.path.insert(0, str(root / "tools"))
+    from reproduce_table import write_row
+
+    old_path = HERE / "reproduce_row.json"
+    old = json.loads(old_path.read_text()) if old_path.exists() else {}
+    for key in ("machine", "measured", "seconds", "cpu_seconds", "load_avg_at_start"):
+        if key in old:
+            row[key] = old[key]
+    print(json.dumps(row))
+    write_row(root, row)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,10 @@ def main(name: str = "reproduce") -> None:
             f"{v['pass@8'][0]:.3f} | {v['train_acc_teacher_wrong'][0]:.3f} | "
             f"{'–' if clip is None else f'{clip:.2f}'} |"
         )
-    print("\nOnePO − arm, paired over seeds: mean [95% t-interval] (MDE = 2.8 · SD / √n)\n")
+    print(
+        "\nOnePO − arm, paired over seeds: mean [95% t-interval] (MDE at 80% power, 5% level: "
+        "(t₀.₉₇₅ + t₀.₈) · SD / √n, df = n − 1)\n"
+    )
     print("| arm | final held-out acc | mean acc over the run | RL problems, teacher wrong |")
     print("|---|---|---|---|")
     for arm in d.get("paired_diff_onepo_minus", {}):
