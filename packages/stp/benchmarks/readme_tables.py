@@ -37,8 +37,10 @@ def main() -> None:
         if "acc_vs_ntp" in row:
             a, n = row["acc_vs_ntp"], row["nll_vs_ntp"]
             extra = (
-                f"{pts(a['diff'])} ± {100 * a['ci']:.1f} | {100 * a['mde']:.1f} | {row['nll']:.3f} "
-                f"| {n['diff']:+.3f} ± {n['ci']:.3f} | {n['mde']:.3f}"
+                f"{pts(a['diff'])} [{pts(a['diff'] - a['ci'])}, {pts(a['diff'] + a['ci'])}] "
+                f"| {100 * a['mde']:.1f} | {row['nll']:.3f} "
+                f"| {n['diff']:+.3f} [{n['diff'] - n['ci']:+.3f}, {n['diff'] + n['ci']:+.3f}] "
+                f"| {n['mde']:.3f}"
             )
         else:
             extra = f"— | — | {row['nll']:.3f} | — | —"

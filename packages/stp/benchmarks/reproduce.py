@@ -20,7 +20,9 @@ NTP + 0.02 * STP matches full-data NTP accuracy with 16x less data. Here, in the
   is reported beside it (the Geodesic Hypothesis needs NTP trajectories with L_STP < 1; iid
   states score about 1.47);
 - statistics: per arm, the paired difference to lambda = 0 over seeds, its 95% t-interval and
-  the minimum detectable effect MDE = 2.8 * paired SD / sqrt(n) (80% power, 5% two-sided).
+  the minimum detectable effect MDE = (t_{0.975,n-1} + t_{0.8,n-1}) * paired SD / sqrt(n)
+  (80% power, 5% two-sided), from ``icml26_kernels.evidence``; the row's ``evidence`` object
+  holds every lambda's exact-match comparison in points.
 
 The loss is `icml26_stp.stp_loss` on the last hidden states of the same forward (after the
 final norm, as HF's hidden_states[-1]; upstream's random_span_layer = -1). The NTP target is
@@ -30,6 +32,8 @@ token is kept here so greedy decoding stops).
     python benchmarks/reproduce.py --quick   # fraction 1/2, 10 seeds x 4 lambdas: ~200 CPU-s
     python benchmarks/reproduce.py           # fractions 1/8..1, 10 seeds x 4 lambdas, 1,000
                                              # pretraining steps, data multiplier per arm
+    python benchmarks/reproduce.py --row-from benchmarks/reproduce_quick.json
+        # no training: resummarise a stored run's statistics and evidence, rewrite its row
 
 The fine-tuning runs are independent (each reseeds its model, data order and spans), so they
 run in ``--workers`` processes (default 2, spawn, one torch thread each): the same numbers as
@@ -40,9 +44,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing as mp
 import resource
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -51,6 +55,7 @@ from pydoc_data.topics import topics
 
 import torch
 import torch.nn.functional as F
+from icml26_kernels.evidence import comparison, evidence, headroom, mde, pin_threads, t_interval
 from icml26_stp import stp_loss
 from icml26_stp.data import SYSTEM_PROMPT, nl_regex_pairs
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -58,10 +63,6 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 torch.set_num_threads(1)  # tiny matmuls: a second thread only adds sync overhead (10x under load)
 HERE = Path(__file__).resolve().parent
 SPECIAL = ["<pad>", "<unk>", "<s>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
-# two-sided 95% Student t quantiles t_{0.975, df}
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # fmt: skip
 LAMBDAS = [0.0, 0.02, 0.1, 0.5]  # 0 = NTP; 0.02 = the paper's constant (headline)
 LR, BATCH = 4e-3, 16  # fixed a priori for every arm (calibrated on NTP, validation, seed 0)
 
@@ -233,22 +234,12 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def t975(df: int) -> float:
-    return T975[df - 1] if df <= len(T975) else 1.96 + 2.4 / df
-
-
 def paired(xs: list[float], ys: list[float]) -> dict[str, float]:
-    """Mean of ys - xs, its 95% t half-width, the paired SD and MDE = 2.8 SD / sqrt(n)."""
+    """Mean of ys - xs, its 95% t half-width, the paired SD and the MDE (80% power, 5%)."""
     d = [y - x for x, y in zip(xs, ys)]
-    n = len(d)
-    m = sum(d) / n
-    sd = math.sqrt(sum((v - m) ** 2 for v in d) / (n - 1)) if n > 1 else float("nan")
-    return {
-        "diff": m,
-        "ci": t975(n - 1) * sd / math.sqrt(n),
-        "sd": sd,
-        "mde": 2.8 * sd / math.sqrt(n),
-    }
+    m, lo, hi = t_interval(d)
+    sd = float(statistics.stdev(d))
+    return {"diff": m, "ci": (hi - lo) / 2, "sd": sd, "mde": mde(sd, len(d))}
 
 
 def mean(xs: list[float]) -> float:
@@ -261,7 +252,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workers", type=int, default=2, help="processes for the fine-tuning runs")
     ap.add_argument("--seeds", type=int, default=10, help="paired seeds per fraction")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no training: resummarise a stored run JSON in place and, for the --quick JSON, "
+        "rewrite benchmarks/reproduce_row.json keeping its provenance",
+    )
     args = ap.parse_args()
+    if args.row_from is not None:
+        row_from(args.row_from)
+        return
+    threads = pin_threads(1)  # one thread per process; the spawned workers inherit the env
     if args.workers < 1:
         ap.error(f"--workers must be >= 1, got {args.workers}")
     if args.seeds < 2:
@@ -322,59 +324,17 @@ def main() -> None:
     res = {job: r[0] for job, r in out.items()}
 
     runs: dict[str, dict[str, dict[str, list[float]]]] = {}
-    table = []
     for frac in fracs:
-        per = {
+        runs[f"{frac:g}"] = {
             f"{lbd:g}": {k: [res[(frac, s, lbd)][k] for s in range(seeds)] for k in ("acc", "nll", "L_STP")}
             for lbd in LAMBDAS
         }  # fmt: skip
-        runs[f"{frac:g}"] = per
-        ntp = per["0"]
-        for lbd in LAMBDAS:
-            arm = per[f"{lbd:g}"]
-            row = dict(
-                fraction=frac, lbd=lbd,
-                acc=mean(arm["acc"]), nll=mean(arm["nll"]), L_STP=mean(arm["L_STP"]),
-            )  # fmt: skip
-            if lbd != 0.0:
-                row["acc_vs_ntp"] = paired(ntp["acc"], arm["acc"])
-                row["nll_vs_ntp"] = paired(ntp["nll"], arm["nll"])
-            table.append(row)
-        print(f"{frac:g}: " + "; ".join(f"{k}: {mean(v['acc']):.3f}" for k, v in per.items()),
+        print(f"{frac:g}: " + "; ".join(f"{k}: {mean(v['acc']):.3f}" for k, v in runs[f"{frac:g}"].items()),
               file=sys.stderr)  # fmt: skip
-
-    # data multiplier per arm (full mode): 1 / the smallest fraction whose mean accuracy
-    # reaches mean full-pool NTP accuracy; None if none does (or in --quick: one fraction)
-    multiplier: dict[str, float | None] = {}
-    if not args.quick:
-        ref = mean(runs["1"]["0"]["acc"])
-        for lbd in LAMBDAS:
-            reach = [f for f in fracs if mean(runs[f"{f:g}"][f"{lbd:g}"]["acc"]) >= ref]
-            multiplier[f"{lbd:g}"] = 1 / min(reach) if reach else None
-    head = next(r for r in table if r["lbd"] == 0.02 and r["fraction"] == 0.5)
-    ntp_half = next(r for r in table if r["lbd"] == 0.0 and r["fraction"] == 0.5)
-    d = head["acc_vs_ntp"]
     seconds = round(time.time() - t0, 1)
     cpu = round(cpu_seconds() - c0, 1)
-    if args.quick:
-        claim = "NTP+0.02*STP beats NTP at half the fine-tuning data (exact match, paired)"
-        ours = f"{100 * head['acc']:.1f}% ({100 * d['diff']:+.1f} +- {100 * d['ci']:.1f} pts, MDE {100 * d['mde']:.1f})"
-        baseline = f"{100 * ntp_half['acc']:.1f}% (NTP at 1/2)"
-        ratio = round(head["acc"] / ntp_half["acc"], 3) if ntp_half["acc"] > 0 else None
-    else:
-        claim = "NTP+STP matches full-data NTP exact match with less fine-tuning data"
-        m = multiplier["0.02"]
-        ours = None if m is None else f"{m:g}x"
-        m0 = multiplier["0"] or 1.0  # NTP reaches itself at the full pool
-        baseline = f"{m0:g}x (NTP alone)"
-        ratio = None if m is None else round(m / m0, 3)
     full = {
         "package": "stp",
-        "claim": claim,
-        "paper": "16x less data (NL-RX-SYNTH, Llama-3.2-1B)",
-        "ours": ours,
-        "baseline": baseline,
-        "ratio": ratio,
         "seconds": seconds,
         "cpu_seconds": cpu,
         "setup": dict(
@@ -396,14 +356,126 @@ def main() -> None:
             **{k: round(v, 4) for k, v in base_eval.items()},
             "L_STP_iid_states": round(l_iid, 4),
         },
-        "table": table,
-        "data_multiplier": multiplier,
+        "threads": threads,
         "runs": runs,
     }
+    full = summarise(full)
     out_path = HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
     out_path.write_text(json.dumps(full, indent=1) + "\n")
-    keys = ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds")
-    print(json.dumps({k: full[k] for k in keys}))
+    print(json.dumps({k: full[k] for k in ROW_KEYS}))
+
+
+ROW_KEYS = ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds", "evidence")
+TARGET_SOURCE = (
+    "the paper states a data multiplier (NTP+STP matches full-data NTP with 16x less data), "
+    "not an exact-match gap at a fixed fraction"
+)
+
+
+def summarise(full: dict) -> dict:
+    """Every statistic of a run from its per-seed results, for a fresh run and ``--row-from``
+    alike: the per-arm table, the data multiplier, the evidence and the row's fields."""
+    runs, setup = full["runs"], full["setup"]
+    fracs, quick = setup["fractions"], setup["quick"]
+    table, comps = [], []
+    for frac in fracs:
+        per = runs[f"{frac:g}"]
+        ntp = per["0"]
+        for lbd in LAMBDAS:
+            arm = per[f"{lbd:g}"]
+            row = dict(
+                fraction=frac, lbd=lbd,
+                acc=mean(arm["acc"]), nll=mean(arm["nll"]), L_STP=mean(arm["L_STP"]),
+            )  # fmt: skip
+            if lbd != 0.0:
+                row["acc_vs_ntp"] = paired(ntp["acc"], arm["acc"])
+                row["nll_vs_ntp"] = paired(ntp["nll"], arm["nll"])
+                comps.append(
+                    comparison(
+                        f"lambda {lbd:g} - NTP at fraction {frac:g}",
+                        "exact match on 300 test pairs (greedy), NTP+lambda*STP - NTP, "
+                        "paired over seeds",
+                        [100 * (y - x) for x, y in zip(ntp["acc"], arm["acc"])],
+                        target=None,
+                        target_source=TARGET_SOURCE,
+                        headroom=headroom(
+                            100.0,
+                            100 * mean(ntp["acc"]),
+                            "metric maximum 100% exact match minus NTP's mean exact match",
+                        ),
+                        unit="points",
+                    )
+                )
+            table.append(row)
+    # data multiplier per arm (full mode): 1 / the smallest fraction whose mean accuracy
+    # reaches mean full-pool NTP accuracy; None if none does (or in --quick: one fraction)
+    multiplier: dict[str, float | None] = {}
+    if not quick:
+        ref = mean(runs["1"]["0"]["acc"])
+        for lbd in LAMBDAS:
+            reach = [f for f in fracs if mean(runs[f"{f:g}"][f"{lbd:g}"]["acc"]) >= ref]
+            multiplier[f"{lbd:g}"] = 1 / min(reach) if reach else None
+    ev = evidence(comps)  # nothing tuned: lr, batch and epochs fixed a priori for every arm
+    frac0 = 0.5 if 0.5 in fracs else fracs[-1]
+    head = next(r for r in table if r["lbd"] == 0.02 and r["fraction"] == frac0)
+    ntp_half = next(r for r in table if r["lbd"] == 0.0 and r["fraction"] == frac0)
+    c = next(c for c in comps if c["name"] == f"lambda 0.02 - NTP at fraction {frac0:g}")
+    lo, hi = c["ci95"]
+    verdict = "resolved" if c["resolved"] else "unresolved"
+    if quick:
+        claim = (
+            "NTP+0.02*STP vs NTP at half the fine-tuning data, exact match on 300 test pairs, "
+            f"paired over {setup['seeds']} seeds: {c['diff']:+.1f} [{lo:+.1f}, {hi:+.1f}] pts "
+            f"(95% t-interval, MDE {c['mde']:.1f}): {verdict}"
+        )
+        ours = round(100 * head["acc"], 2)
+        baseline = round(100 * ntp_half["acc"], 2)
+        ratio = round(ours / baseline, 4) if baseline > 0 else None
+    else:
+        claim = (
+            "NTP+STP matches full-data NTP exact match with less fine-tuning data; at half the "
+            f"data NTP+0.02*STP - NTP {c['diff']:+.1f} [{lo:+.1f}, {hi:+.1f}] pts (95% "
+            f"t-interval over {setup['seeds']} seeds): {verdict}"
+        )
+        m = multiplier["0.02"]
+        ours = None if m is None else f"{m:g}x"
+        m0 = multiplier["0"] or 1.0  # NTP reaches itself at the full pool
+        baseline = f"{m0:g}x (NTP alone)"
+        ratio = None if m is None else round(m / m0, 3)
+    return {
+        **full,
+        "claim": claim,
+        "paper": "16x less data (NL-RX-SYNTH, Llama-3.2-1B)",
+        "ours": ours,
+        "baseline": baseline,
+        "ratio": ratio,
+        "table": table,
+        "data_multiplier": multiplier,
+        "evidence": ev,
+    }
+
+
+def row_from(path: Path) -> None:
+    """Resummarise a stored run without training (statistics and evidence recomputed from its
+    per-seed results, in place); the --quick JSON's row is rewritten keeping the original
+    run's machine, time and seconds (the same run, resummarised)."""
+    path = path.resolve()
+    full = summarise(json.loads(path.read_text()))
+    path.write_text(json.dumps(full, indent=1) + "\n")
+    if path.name != "reproduce_quick.json":
+        return
+    root = HERE.parents[2]
+    sys.path.insert(0, str(root / "tools"))
+    from reproduce_table import write_row
+
+    old_path = HERE / "reproduce_row.json"
+    old = json.loads(old_path.read_text()) if old_path.exists() else {}
+    row = {k: full[k] for k in ROW_KEYS}
+    for key in ("machine", "measured", "seconds", "cpu_seconds", "load_avg_at_start"):
+        if key in old:
+            row[key] = old[key]
+    print(json.dumps(row))
+    write_row(root, row)
 
 
 if __name__ == "__main__":

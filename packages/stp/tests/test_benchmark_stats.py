@@ -1,21 +1,24 @@
-"""The benchmark's paired statistics against hand-computed values (t_{0.975, 9} = 2.262)."""
+"""The benchmark's paired statistics (icml26_kernels.evidence) and its committed row (issue 61)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reproduce.py"
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+SCRIPT = BENCH / "reproduce.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
     if not SCRIPT.is_file():
         pytest.skip("benchmarks/ not present (installed package)")
+    pytest.importorskip("icml26_kernels.evidence")
     threads = torch.get_num_threads()
     spec = importlib.util.spec_from_file_location("stp_reproduce", SCRIPT)
     assert spec is not None and spec.loader is not None
@@ -32,12 +35,30 @@ def test_paired_difference_interval_and_mde(bench) -> None:
     sd = math.sqrt(55 / 6)
     assert r["diff"] == pytest.approx(5.5)
     assert r["sd"] == pytest.approx(sd)
-    assert r["ci"] == pytest.approx(2.262 * sd / math.sqrt(10))
-    assert r["mde"] == pytest.approx(2.8 * sd / math.sqrt(10))
+    # t_{0.975, 9} = 2.2622, t_{0.8, 9} = 0.8834 (exact quantiles, not a table or 2.8)
+    assert r["ci"] == pytest.approx(2.262157 * sd / math.sqrt(10), rel=1e-6)
+    assert r["mde"] == pytest.approx((2.262157 + 0.883430) * sd / math.sqrt(10), rel=1e-5)
     flipped = bench.paired(ys, xs)  # the sign follows ys - xs
     assert flipped["diff"] == pytest.approx(-5.5)
 
 
-def test_t_quantiles(bench) -> None:
-    assert [bench.t975(df) for df in (1, 2, 9, 19, 29)] == [12.706, 4.303, 2.262, 2.093, 2.045]
-    assert bench.t975(200) == pytest.approx(1.972, abs=2e-3)
+def test_the_row_is_the_stored_quick_run_resummarised(bench) -> None:
+    quick = json.loads((BENCH / "reproduce_quick.json").read_text())
+    row = json.loads((BENCH / "reproduce_row.json").read_text())
+    fresh = bench.summarise(quick)
+    for key in ("claim", "ours", "baseline", "ratio", "evidence"):
+        assert fresh[key] == row[key] == quick[key], key
+
+
+def test_the_claim_prints_the_95_interval() -> None:
+    row = json.loads((BENCH / "reproduce_row.json").read_text())
+    c = next(
+        c
+        for c in row["evidence"]["comparisons"]
+        if c["name"] == "lambda 0.02 - NTP at fraction 0.5"
+    )
+    lo, hi = c["ci95"]
+    assert f"{c['diff']:+.1f} [{lo:+.1f}, {hi:+.1f}] pts" in row["claim"]
+    assert "±" not in row["claim"] and "+-" not in str(row["ours"])
+    assert ("unresolved" in row["claim"]) == (not c["resolved"])
+    assert row["ratio"] == pytest.approx(row["ours"] / row["baseline"], rel=5e-3)
