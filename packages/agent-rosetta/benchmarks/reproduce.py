@@ -25,13 +25,13 @@ policies; it is not the paper's LLM result.
 
     python benchmarks/reproduce.py --quick   # p in {0.1, 0.2, 0.3, 0.5}, 12 seeds
     python benchmarks/reproduce.py           # p in {0.05, 0.1, 0.2, 0.3, 0.4, 0.5}, 40 seeds
+    python benchmarks/reproduce.py --row-from benchmarks/reproduce_quick.json  # the row, no rerun
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -50,6 +50,29 @@ from icml26_agent_rosetta import (
 )
 from icml26_agent_rosetta.agent import to_arguments
 from icml26_agent_rosetta.error_model import element_weights, leaf_paths
+
+try:
+    from icml26_kernels.evidence import (
+        comparison,
+        evidence,
+        headroom,
+        mde,
+        paired_sd,
+        pin_threads,
+        t_interval,
+    )
+except ModuleNotFoundError:  # an env synced without the workspace's icml26-kernels: benchmarks
+    # run from the repository, whose root holds shared-kernels/src
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "shared-kernels" / "src"))
+    from icml26_kernels.evidence import (
+        comparison,
+        evidence,
+        headroom,
+        mde,
+        paired_sd,
+        pin_threads,
+        t_interval,
+    )
 
 HERE = Path(__file__).resolve().parent
 N, N_H, STEPS, NSTRUCT = 12, 6, 20, 16
@@ -100,31 +123,10 @@ def decisions(plan: list) -> list[dict]:
     return out
 
 
-T95 = {
-    2: 12.71,
-    3: 4.30,
-    4: 3.18,
-    5: 2.78,
-    6: 2.57,
-    8: 2.36,
-    10: 2.26,
-    12: 2.20,
-    16: 2.13,
-    20: 2.09,
-    24: 2.07,
-    30: 2.05,
-    40: 2.02,
-}
-
-
-def t_interval(x: list[float]) -> list[float]:
-    """95% t-interval of the mean (paired differences)."""
-    a = np.asarray(x, float)
-    if len(a) < 2:
-        return [float(a.mean())] * 2
-    tq = T95.get(len(a), 2.0)
-    h = tq * a.std(ddof=1) / math.sqrt(len(a))
-    return [float(a.mean() - h), float(a.mean() + h)]
+def _ci(x: list[float]) -> list[float]:
+    """95% t-interval of the mean (exact t quantile, icml26_kernels.evidence)."""
+    _, lo, hi = t_interval(x)
+    return [lo, hi]
 
 
 def episode(task, plan, arm: str, p: float, seed: int) -> dict:
@@ -152,7 +154,7 @@ def _arm_stats(runs: list[dict], e_star: float) -> dict:
     vr = [r["valid_rate"] for r in runs]
     return {
         "valid_rate_mean": float(np.mean(vr)),
-        "valid_rate_ci95": t_interval(vr),
+        "valid_rate_ci95": _ci(vr),
         "valid_rate_per_seed": vr,
         "turns_mean": float(np.mean([r["turns"] for r in runs])),
         "mistakes_mean": float(np.mean([r["mistakes"] for r in runs])),
@@ -168,16 +170,28 @@ def _arm_stats(runs: list[dict], e_star: float) -> dict:
 
 
 def _paired(a: list[dict], b: list[dict]) -> dict:
-    diff = [x["valid_rate"] - y["valid_rate"] for x, y in zip(a, b)]
-    gap = [_best(x, 0.0) - _best(y, 0.0) for x, y in zip(a, b)]
-    sd = float(np.std(diff, ddof=1)) if len(diff) > 1 else 0.0
+    return _paired_from(
+        [x["valid_rate"] for x in a],
+        [y["valid_rate"] for y in b],
+        [x["best"] for x in a],
+        [y["best"] for y in b],
+    )
+
+
+def _paired_from(va: list, vb: list, ba: list, bb: list) -> dict:
+    """Paired per-seed differences (valid rate; best energy, no feasible design as 0)."""
+    diff = [x - y for x, y in zip(va, vb)]
+    gap = [(0.0 if x is None else x) - (0.0 if y is None else y) for x, y in zip(ba, bb)]
+    sd = paired_sd(diff)
     return {
         "valid_rate_diff_mean": float(np.mean(diff)),
-        "valid_rate_diff_ci95": t_interval(diff),
+        "valid_rate_diff_ci95": _ci(diff),
         "valid_rate_diff_sd": sd,
-        "valid_rate_mde80": 2.8 * sd / math.sqrt(len(diff)),
+        "valid_rate_mde80": mde(sd, len(diff)),  # 80% power, 5% two-sided, exact t
+        "valid_rate_diff_per_seed": diff,
         "best_energy_diff_mean": float(np.mean(gap)),
-        "best_energy_diff_ci95": t_interval(gap),
+        "best_energy_diff_ci95": _ci(gap),
+        "best_energy_diff_per_seed": gap,
     }
 
 
@@ -208,50 +222,156 @@ def hp_section(ps: list[float], seeds: int) -> dict:
     return out
 
 
+HEADLINE_P = "0.3"
+THREADS = 1  # numpy's BLAS and OpenMP (the run is single-process; the stored run had OMP 1)
+
+
+def resummarise(hp: dict) -> None:
+    """Recompute every interval and paired difference of ``hp`` from its per-seed values
+    (in place), with icml26_kernels.evidence; the per-arm means and counts are unchanged."""
+    for st in hp["by_p"].values():
+        for a in ARMS:
+            st[a]["valid_rate_ci95"] = _ci(st[a]["valid_rate_per_seed"])
+        s, t, f = st["structured"], st["prompt_template"], st["prompt_full"]
+        for name, other in (("prompt_template", t), ("prompt_full", f)):
+            st[f"structured_minus_{name}"] = _paired_from(
+                s["valid_rate_per_seed"],
+                other["valid_rate_per_seed"],
+                s["best_per_seed"],
+                other["best_per_seed"],
+            )
+
+
+def row_evidence(hp: dict) -> dict:
+    """The comparisons the claim prints (at p = HEADLINE_P), in the claim's units."""
+    st = hp["by_p"][HEADLINE_P]
+    no_target = "the paper gives no number (prompt engineering 'often fails', no rate public)"
+    comps = []
+    for name, label in (("prompt_template", "template prompt"), ("prompt_full", "no-template")):
+        pd, base = st[f"structured_minus_{name}"], st[name]["valid_rate_mean"]
+        comps.append(
+            comparison(
+                f"valid_rate_structured_minus_{name}",
+                f"valid-action rate over {hp['steps']} steps at p={HEADLINE_P}, structured - "
+                f"{label} (fraction), paired over seeds",
+                pd["valid_rate_diff_per_seed"],
+                target=None,
+                target_source=no_target,
+                headroom=headroom(
+                    1.0,
+                    base,
+                    "metric maximum: a valid-action rate of 1 (every arm reaches it at p = 0)",
+                ),
+                unit="fraction",
+            )
+        )
+    pd = st["structured_minus_prompt_template"]
+    comps.append(
+        comparison(
+            "best_energy_structured_minus_prompt_template",
+            f"best feasible HP energy at p={HEADLINE_P}, structured - template prompt (energy "
+            "units; no feasible design counts as 0), paired over seeds",
+            pd["best_energy_diff_per_seed"],
+            target=None,
+            target_source=no_target,
+            headroom=headroom(
+                float(hp["optimum"]),
+                st["prompt_template"]["best_energy_mean"],
+                f"the exhaustive optimum E* = {hp['optimum']} of the HP task (lower is better)",
+            ),
+            unit="energy",
+            higher_is_better=False,
+        )
+    )
+    return evidence(comps, [])
+
+
+def row(full: dict) -> dict:
+    """The row line (package, claim, paper, ours, baseline, ratio, seconds, evidence)."""
+    hp = full["hp"]
+    head = hp["by_p"][HEADLINE_P]
+    ev = row_evidence(hp)
+    t, f, e = ev["comparisons"]
+    ours = head["structured"]["valid_rate_mean"]
+    base = head["prompt_template"]["valid_rate_mean"]
+
+    def iv(c: dict, fmt: str) -> str:
+        lo, hi = c["ci95"]
+        return f"{c['diff']:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+    verdict = "wins" if t["ci95"][0] > 0 else ("loses" if t["ci95"][1] < 0 else "ties")
+    e_word = "resolved" if e["resolved"] else "unresolved"
+    claim = (
+        "valid-action rate, structured two-phase env vs a prompt-only agent with a template "
+        "protocol, same LLM error model, repair from messages and replies per step, XSD-judged "
+        f"validity, p={HEADLINE_P}, {t['n']} paired seeds: structured {verdict}, "
+        f"{iv(t, '+.2f')} (95% CI, MDE {t['mde']:.2f}; headroom above the template arm "
+        f"{t['headroom']['value']:.3f}); vs the no-template prompt {iv(f, '+.2f')}; best "
+        f"energy structured - template {iv(e, '+.2f')} ({e_word}; E*={hp['optimum']}, "
+        f"structured {head['structured']['best_energy_mean']:.2f}, template "
+        f"{head['prompt_template']['best_energy_mean']:.2f})"
+    )
+    return {
+        "package": "agent-rosetta",
+        "claim": claim,
+        "paper": "prompt engineering alone often fails to generate Rosetta actions (no number public)",
+        "ours": round(ours, 4),
+        "baseline": round(base, 4),
+        "ratio": round(round(ours, 4) / round(base, 4), 4) if base > 0 else None,
+        "seconds": full["seconds"],
+        "evidence": ev,
+    }
+
+
+def row_from(path: Path) -> None:
+    """Rebuild the row (and the JSON's intervals and evidence) from a stored quick run without
+    rerunning it; the row keeps that run's machine, date and time (the same run, resummarised)."""
+    sys.path.insert(0, str(HERE.parents[2] / "tools"))
+    from reproduce_table import write_row
+
+    full = json.loads(path.read_text())
+    resummarise(full["hp"])
+    line = row(full)
+    full.update({k: line[k] for k in ("claim", "ours", "baseline", "ratio", "evidence")})
+    path.write_text(json.dumps(full, indent=1) + "\n")
+    old_path = HERE / "reproduce_row.json"
+    old = json.loads(old_path.read_text())
+    keep = ("machine", "measured", "seconds", "cpu_seconds", "load_avg_at_start")
+    written = write_row(HERE.parents[2], {**line, **{k: old[k] for k in keep if k in old}})
+    print(f"{written}: resummarised from {path.name}", file=sys.stderr)
+    print(json.dumps(line))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        help="rebuild reproduce_row.json from this stored run (e.g. "
+        "benchmarks/reproduce_quick.json) without rerunning it",
+    )
     args = ap.parse_args()
+    threads = pin_threads(THREADS)
+    if args.row_from:
+        return row_from(args.row_from)
     t0 = time.perf_counter()
     ps = [0.1, 0.2, 0.3, 0.5] if args.quick else [0.05, 0.1, 0.2, 0.3, 0.4, 0.5]
     seeds = 12 if args.quick else 40
     hp = hp_section(ps, seeds)
-    head = hp["by_p"]["0.3"]
-    ours = head["structured"]["valid_rate_mean"]
-    base = head["prompt_template"]["valid_rate_mean"]
-    pd = head["structured_minus_prompt_template"]
-    lo, hi = pd["valid_rate_diff_ci95"]
-    verdict = "wins" if lo > 0 else ("loses" if hi < 0 else "ties")
     full = {
         "package": "agent-rosetta",
-        "claim": (
-            "structured two-phase env vs a prompt-only agent with a template protocol, same "
-            "LLM error model, repair from messages and replies per step, XSD-judged validity "
-            f"(p=0.3): structured {verdict}"
-        ),
-        "paper": "prompt engineering alone often fails to generate Rosetta actions (no number public)",
-        "ours": (
-            f"structured {ours:.3f} valid (paired diff vs template prompt "
-            f"{pd['valid_rate_diff_mean']:+.2f} [{lo:.2f}, {hi:.2f}]), "
-            f"best E {head['structured']['best_energy_mean']:.2f} (E*={hp['optimum']})"
-        ),
-        "baseline": (
-            f"prompt-only with template {base:.3f} valid, best E "
-            f"{head['prompt_template']['best_energy_mean']:.2f}; without template "
-            f"{head['prompt_full']['valid_rate_mean']:.3f}"
-        ),
-        "ratio": round(ours / base, 2) if base > 0 else None,
         "seconds": None,
         "mode": "quick" if args.quick else "full",
         "seeds": seeds,
+        "threads": threads,
         "hp": hp,
     }
     full["seconds"] = round(time.perf_counter() - t0, 1)
+    line = row(full)
+    full.update(line)
     name = "reproduce_quick.json" if args.quick else "reproduce_full.json"
     (HERE / name).write_text(json.dumps(full, indent=1) + "\n")
-    line = {
-        k: full[k] for k in ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds")
-    }
     print(json.dumps(line))
 
 
