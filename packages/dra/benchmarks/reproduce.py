@@ -31,7 +31,8 @@ arms, last layer, mean over response tokens, no hyperparameter tuned on the repo
 Primary test: C - RepSim AUPRC, paired over seeds, 95% Student-t interval; secondary: C - A
 and C - B. Decision rule (the package default follows it): if C - RepSim and C - B both have
 intervals above 0, the default becomes whiten="shrinkage"; otherwise it stays "diag".
-Everything is reported as measured; MDE = 2.8 x paired SD / sqrt(n) (80% power, 5% level).
+Everything is reported as measured; MDE = (t_0.975 + t_0.8) x paired SD / sqrt(n), n - 1 df
+(80% power, 5% level; icml26_kernels.evidence).
 
 --quick (the committed reproduce.json and the REPRODUCTION row): task 1 only, hidden-state arms
 only, 12 paired seeds, N = 500 (10 injected), 3 epochs.
@@ -80,7 +81,7 @@ from icml26_dra import (
     per_sample_grads,
     tokenize_pairs,
 )
-from scipy import stats
+from icml26_kernels.evidence import comparison, evidence, headroom, mde, pin_threads, t_interval
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "reproduce.json"
@@ -92,22 +93,22 @@ def log(*a):
 
 
 def interval(x):
+    """Mean and 95% Student-t interval over seeds (icml26_kernels.evidence: exact t quantile)."""
     x = np.asarray(x, dtype=float)
     m = float(x.mean())
     if x.size < 2:
         return {"mean": m, "ci95": [m, m]}
-    sd = float(x.std(ddof=1))
-    h = float(stats.t.ppf(0.975, x.size - 1)) * sd / np.sqrt(x.size)
-    return {"mean": m, "ci95": [m - h, m + h], "sd": sd}
+    _, lo, hi = t_interval(x)
+    return {"mean": m, "ci95": [lo, hi], "sd": float(x.std(ddof=1))}
 
 
 def paired(a, b):
-    """a - b over seeds: mean, 95% t interval, wins (a > b), MDE = 2.8 SD / sqrt(n)."""
+    """a - b over seeds: mean, 95% t interval, wins (a > b), MDE (80% power, 5% two-sided)."""
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     out = interval(diff)
     out["wins"] = int((diff > 0).sum())
     out["n"] = int(diff.size)
-    out["mde"] = 2.8 * out.get("sd", 0.0) / np.sqrt(diff.size)
+    out["mde"] = mde(out.get("sd", 0.0), diff.size) if diff.size >= 2 else float("nan")
     return out
 
 
@@ -389,6 +390,114 @@ def markdown_table(full):
     return "\n".join(out)
 
 
+FULL_BASELINES = {
+    "GradSim": "GradSim",
+    "LESS": "LESS",
+    "Moderation (BoW logistic regression)": "bag-of-words classifier",
+}
+TARGET_SOURCE = (
+    "paper: 'up to 63.3%' AUPRC gain over the undenoised attribution, a maximum over its "
+    "settings (relative or absolute not stated); no number for this setting"
+)
+FULL_JSON = HERE / "reproduce_full.json"
+PROVENANCE = ("machine", "measured", "seconds", "cpu_seconds", "load_avg_at_start")
+
+
+def _col(task, arm):
+    return np.array([r["auprc"][arm] for r in task["per_seed"]], dtype=float)
+
+
+def _cmp(name, ours, base, base_name, target_source):
+    return comparison(
+        name, "AUPRC, paired by seed", ours - base, unit="AUPRC", target=None,
+        target_source=target_source,
+        headroom=headroom(1.0, float(base.mean()), f"metric maximum: AUPRC 1 over {base_name}"),
+    )  # fmt: skip
+
+
+def comparisons_of(res, label):
+    """The row's comparisons of one results JSON: the primary C - RepSim on every task, and in
+    the full mode C - GradSim, C - LESS, C - bag-of-words classifier (AUPRC, paired seeds)."""
+    out = []
+    for task, t in res["tasks"].items():
+        c = _col(t, PRIMARY)
+        out.append(_cmp(f"{label} {task}: DRA (C) - RepSim", c, _col(t, "RepSim"), "RepSim",
+                        TARGET_SOURCE))  # fmt: skip
+        for arm, short in FULL_BASELINES.items():
+            if arm in t["per_seed"][0]["auprc"]:
+                out.append(_cmp(f"{label} {task}: DRA (C) - {short}", c, _col(t, arm), short,
+                                f"paper: no DRA - {short} number"))  # fmt: skip
+    return out
+
+
+def _d(c):
+    flag = "" if c["resolved"] else " unresolved"
+    return f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]{flag}"
+
+
+def make_row(quick, full=None):
+    """The REPRODUCTION row: the quick run's primary test and, when the full-mode JSON exists,
+    DRA against GradSim, LESS and the bag-of-words classifier there (labelled, its own n)."""
+    jb = quick["tasks"]["jailbreak"]
+    ours = jb["summary"][PRIMARY]["auprc"]["mean"]
+    base = jb["summary"]["RepSim"]["auprc"]["mean"]
+    dlt = jb["minus_repsim"][PRIMARY]
+    comps = comparisons_of(quick, "quick")
+    claim = (
+        "DRA (hidden states; pre-registered primary arm C: center + shrinkage full whitening, "
+        f"all dims) AUPRC vs raw RepSim, {quick['frac']:.0%} AdvBench+jailbreak injection with "
+        f"unsafe-style content, tiny GPT-2, {len(quick['seeds'])} paired seeds; "
+        f"ΔAUPRC {_d(comps[0])}, {dlt['wins']}/{dlt['n']} wins"
+    )
+    if full is not None:
+        fc = comparisons_of(full, "full")
+        comps += fc
+        by = {c["name"]: c for c in fc}
+        parts = []
+        for task, t in full["tasks"].items():
+            sm = t["summary"]
+            levels = ", ".join(
+                f"{short} {sm[arm]['auprc']['mean']:.3f}" for arm, short in FULL_BASELINES.items()
+            )
+            diffs = "; ".join(
+                f"DRA − {short} {_d(by[f'full {task}: DRA (C) - {short}'])}"
+                for short in FULL_BASELINES.values()
+            )
+            parts.append(
+                f"{task.replace('_', ' ')}: DRA {sm[PRIMARY]['auprc']['mean']:.3f} vs {levels}; "
+                f"DRA − RepSim {_d(by[f'full {task}: DRA (C) - RepSim'])}; {diffs}"
+            )
+        claim += (
+            f". Against stronger baselines (full mode, benchmarks/reproduce_full.json, only "
+            f"{len(full['seeds'])} paired seeds, N = {full['n_train']}, {full['frac']:.0%} unsafe): "
+            + ". ".join(parts)
+            + ". DRA does not beat gradient similarity (GradSim, LESS) or a bag-of-words "
+            "classifier in that run; mean [95% t-interval], unresolved = interval holds 0"
+        )
+    return {
+        "package": "dra",
+        "claim": claim,
+        "paper": "up to +63.3% AUPRC over the undenoised attribution; up to 39.9% lower ASR after filtering",
+        "ours": round(ours, 4),
+        "baseline": round(base, 4),
+        "ratio": round(round(ours, 4) / round(base, 4), 4),
+        "evidence": evidence(comps),
+    }  # fmt: skip
+
+
+def resummarise(path):
+    """Recompute a stored results JSON's summaries from its per-seed AUPRCs (no training) and
+    add its evidence object; returns the updated JSON."""
+    res = json.loads(Path(path).read_text())
+    for k in ("claim", "paper", "ours", "baseline", "ratio"):  # the row's keys: reproduce_row.json
+        res.pop(k, None)
+    for task, t in res["tasks"].items():
+        res["tasks"][task] = {"per_seed": t["per_seed"], **summarise(t["per_seed"])}
+    res["evidence"] = evidence(comparisons_of(res, res["mode"]))
+    Path(path).write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n")
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -397,11 +506,28 @@ def main():
     ap.add_argument(
         "--table", metavar="JSON", help="print the README table of a results JSON and exit"
     )
+    ap.add_argument(
+        "--row-from", action="store_true",
+        help="resummarise the stored reproduce.json and reproduce_full.json (no training) and "
+        "rewrite the row, keeping the quick run's machine, time and seconds",
+    )  # fmt: skip
     args = ap.parse_args()
+    threads = pin_threads(1)  # 2 threads on 2 shared cores is ~10x slower
+    if args.row_from:
+        quick = resummarise(RESULTS)
+        full = resummarise(FULL_JSON) if FULL_JSON.exists() else None
+        row = make_row(quick, full)
+        old = json.loads((HERE / "reproduce_row.json").read_text())
+        row.update({k: old[k] for k in PROVENANCE if k in old})  # the same run, resummarised
+        sys.path.insert(0, str(HERE.parents[2] / "tools"))
+        from reproduce_table import write_row
+
+        log(f"wrote {write_row(HERE.parents[2], row)}")
+        print(json.dumps(row, ensure_ascii=False))
+        return
     if args.table:
         print(markdown_table(json.loads(Path(args.table).read_text())))
         return
-    torch.set_num_threads(1)  # 2 threads on 2 shared cores is ~10x slower
     torch.use_deterministic_algorithms(True)
     warnings.filterwarnings("ignore")
     n_seeds = args.seeds or (12 if args.quick else 10)
@@ -413,35 +539,25 @@ def main():
     for task in task_names:
         runs = [run_seed(task, s, n_train, epochs, frac, full=not args.quick) for s in seeds]
         tasks[task] = {"per_seed": runs, **summarise(runs)}
-    jb = tasks["jailbreak"]
-    ours = jb["summary"][PRIMARY]["auprc"]["mean"]
-    base = jb["summary"]["RepSim"]["auprc"]["mean"]
-    dlt = jb["minus_repsim"][PRIMARY]
     full = {
         "package": "dra",
-        "claim": (
-            "DRA (hidden states; pre-registered primary arm: center + shrinkage full whitening, "
-            f"all dims) AUPRC vs raw RepSim, {frac:.0%} AdvBench+jailbreak injection with "
-            f"unsafe-style content, tiny GPT-2, {len(seeds)} paired seeds; "
-            f"ΔAUPRC {dlt['mean']:+.3f} [{dlt['ci95'][0]:+.3f}, {dlt['ci95'][1]:+.3f}], "
-            f"{dlt['wins']}/{dlt['n']} wins"
-        ),
-        "paper": "up to +63.3% AUPRC over the undenoised attribution; up to 39.9% lower ASR after filtering",
-        "ours": round(ours, 4),
-        "baseline": round(base, 4),
-        "ratio": round(ours / base, 3),
         "seconds": round(time.time() - t0, 1),
         "mode": "quick" if args.quick else "full",
         "seeds": seeds,
         "n_train": n_train,
         "frac": frac,
+        "threads": threads,
         "tasks": tasks,
     }
-    Path(args.out).write_text(json.dumps(full, indent=1) + "\n")
-    line = {
-        k: full[k] for k in ("package", "claim", "paper", "ours", "baseline", "ratio", "seconds")
-    }
-    print(json.dumps(line))
+    full["evidence"] = evidence(comparisons_of(full, full["mode"]))
+    Path(args.out).write_text(json.dumps(full, indent=1, ensure_ascii=False) + "\n")
+    if args.quick:
+        other = json.loads(FULL_JSON.read_text()) if FULL_JSON.exists() else None
+        line = {**make_row(full, other), "seconds": full["seconds"]}
+    else:
+        quick = json.loads(RESULTS.read_text())
+        line = {**make_row(quick, full), "seconds": quick["seconds"]}
+    print(json.dumps(line, ensure_ascii=False))
 
 
 if __name__ == "__main__":
