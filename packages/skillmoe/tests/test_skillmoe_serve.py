@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import httpx
 import pytest
 from icml26_skillmoe import (
     LLMSkillAnnotator,
+    OpenAIChatGenerator,
     ProfileBank,
     SkillMoE,
     expert_prompt,
@@ -174,7 +176,280 @@ def test_make_server_bad_arguments():
         make_server(moe, port=0, max_batch=0)
     with pytest.raises(ValueError, match="max_wait_ms"):
         make_server(moe, port=0, max_wait_ms=-1)
+    with pytest.raises(ValueError, match="max_wait_ms"):
+        make_server(moe, port=0, max_wait_ms=float("inf"))
     with pytest.raises(ValueError, match="request_timeout_s"):
         make_server(moe, port=0, request_timeout_s=0)
     with pytest.raises(TypeError, match="moe"):
         make_server(object(), port=0)
+
+
+# ---- limits, auth, health, timeouts, shutdown, CLI (issue 68) -------------------------------
+
+CHAT = "/v1/chat/completions"
+
+
+def ask(n: int) -> dict:
+    return {
+        "model": "skillmoe",
+        "messages": [{"role": "user", "content": f"Compute the residue of {n}"}],
+    }
+
+
+def raw_exchange(url: str, head: str, timeout: float = 10.0) -> bytes:
+    """Send ``head`` (request line + headers) on a fresh socket and read the reply to EOF."""
+    import socket
+
+    host, port = url.split("://")[1].split("/")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as s:
+        s.sendall(head.encode())
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+class Gate:
+    """An expert that blocks until ``release()`` (a batch held in flight)."""
+
+    def __init__(self, moe: SkillMoE) -> None:
+        self.entered, self.go = threading.Event(), threading.Event()
+        for m, gen in moe.experts.items():
+            real = gen.generate
+
+            def generate(prompts, _real=real, **kw):
+                self.entered.set()
+                assert self.go.wait(30), "the gate was never released"
+                return _real(prompts, **kw)
+
+            gen.generate = generate
+
+    def release(self) -> None:
+        self.go.set()
+
+
+@pytest.mark.timeout(60)
+def test_body_limits_413_before_reading_and_message_limits_400():
+    moe = local_moe(Counter())
+    facade, t, url = serve(moe, max_body_bytes=4096, max_messages=3, max_message_chars=200)
+    base = url.removesuffix(CHAT)
+    try:
+        # the operator's 64 MB body: 413, not read (the default limit is 1 MiB)
+        big = b'{"messages": [{"role": "user", "content": "' + b"x" * (64 << 20) + b'"}]}'
+        r = httpx.post(url, content=big, headers={"content-type": "application/json"}, timeout=30)
+        assert r.status_code == 413 and "max_body_bytes=4096" in r.json()["error"]["message"]
+        # decided from Content-Length alone: the answer comes without one byte of the body sent
+        reply = raw_exchange(
+            url,
+            f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {64 << 20}\r\n\r\n",
+        )
+        assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+        # a chunked body (no Content-Length) is cut off once it passes the limit
+        chunks = (b'{"messages": [{"role": "user", "content": "' + b"y" * 1000 for _ in range(10))
+        r = httpx.post(url, content=chunks, timeout=30)
+        assert r.status_code == 413, r.text
+        # too many messages, a too long message: 400 naming the limit
+        four = [{"role": "user", "content": "Compute the residue of 1"}] * 4
+        r = httpx.post(url, json={"messages": four}, timeout=30)
+        assert r.status_code == 400 and "max_messages=3" in r.json()["error"]["message"]
+        long = [{"role": "system", "content": "z" * 201}, ask(1)["messages"][0]]
+        r = httpx.post(url, json={"messages": long}, timeout=30)
+        assert r.status_code == 400 and "max_message_chars=200" in r.json()["error"]["message"]
+        parts = [{"role": "user", "content": [{"type": "text", "text": "w" * 150}] * 2}]
+        r = httpx.post(url, json={"messages": parts}, timeout=30)
+        assert r.status_code == 400 and "message 0 is too long" in r.text
+        # within every limit: answered
+        r = httpx.post(url, json=ask(9), timeout=30)
+        assert r.status_code == 200
+        assert extract_choice(r.json()["choices"][0]["message"]["content"]) == gold(9)
+        # unknown routes and methods
+        assert httpx.get(f"{base}/v2/nothing").status_code == 404
+        r = httpx.get(url)
+        assert r.status_code == 405 and r.headers["allow"] == "POST"
+        assert httpx.post(url, content=b"{not json", timeout=30).status_code == 400
+    finally:
+        stop(facade, t)
+
+
+@pytest.mark.timeout(60)
+def test_api_key_bearer_on_v1_and_health_open():
+    moe = local_moe(Counter())
+    facade, t, url = serve(moe, api_key="s3cret")
+    base = url.removesuffix(CHAT)
+    try:
+        assert httpx.get(f"{base}/health").json() == {"status": "ok"}  # no key for probes
+        for hdrs in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            r = httpx.post(url, json=ask(3), headers=hdrs, timeout=30)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", hdrs
+            assert r.json()["error"]["type"] == "authentication_error"
+            assert httpx.get(f"{base}/v1/models", headers=hdrs).status_code == 401
+        key = {"Authorization": "Bearer s3cret"}
+        assert httpx.get(f"{base}/v1/models", headers=key).json()["data"][0]["id"] == "skillmoe"
+        r = httpx.post(url, json=ask(3), headers=key, timeout=30)
+        assert r.status_code == 200 and r.json()["skillmoe"]["answer"] == gold(3)
+        # our own OpenAI client, with the key, uses it as one more model
+        gen = OpenAIChatGenerator("skillmoe", f"{base}/v1", api_key="s3cret")
+        assert extract_choice(gen.generate(["Compute the residue of 6"])[0]) == gold(6)
+    finally:
+        stop(facade, t)
+
+
+@pytest.mark.timeout(60)
+def test_request_timeout_504_and_the_timed_out_request_leaves_the_queue():
+    moe = local_moe(Counter())
+    gate = Gate(moe)
+    facade, t, url = serve(moe, max_batch=1, max_wait_ms=0, request_timeout_s=0.5)
+    try:
+        first: list = []
+        th = threading.Thread(target=lambda: first.append(httpx.post(url, json=ask(1), timeout=30)))
+        th.start()
+        assert gate.entered.wait(20)
+        r = httpx.post(url, json=ask(2), timeout=30)  # queued behind the held batch
+        assert r.status_code == 504 and "within 0.5 s" in r.json()["error"]["message"]
+        assert facade.app.batcher.pending == 1  # only the held one: the 504 left the queue
+        th.join(20)
+        assert first and first[0].status_code == 504  # the held one timed out as well
+        gate.release()
+        deadline = time.monotonic() + 20
+        while facade.app.batcher.pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert facade.app.batcher.pending == 0
+        assert [size for size, _ in facade.batches] == [1]  # the 504'd queued one never ran
+        r = httpx.post(url, json=ask(5), timeout=30)
+        assert r.status_code == 200 and r.json()["skillmoe"]["answer"] == gold(5)
+    finally:
+        gate.release()
+        stop(facade, t)
+
+
+@pytest.mark.timeout(60)
+def test_graceful_shutdown_answers_the_batch_in_flight_and_the_queue():
+    moe = local_moe(Counter())
+    gate = Gate(moe)
+    facade, t, url = serve(moe, max_batch=2, max_wait_ms=0)
+    base = url.removesuffix(CHAT)
+    replies: dict = {}
+
+    def post(n):
+        replies[n] = httpx.post(url, json=ask(n), timeout=30)
+
+    posts = [threading.Thread(target=post, args=(n,)) for n in (11, 12, 13)]
+    try:
+        posts[0].start()
+        assert gate.entered.wait(20)  # batch [11] in flight
+        for p in posts[1:]:
+            p.start()
+        deadline = time.monotonic() + 20
+        while facade.app.batcher.pending < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert facade.app.batcher.pending == 3  # 12 and 13 queued behind it
+        down = threading.Thread(target=facade.shutdown)
+        down.start()
+        deadline = time.monotonic() + 20
+        while not facade.app.draining and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert facade.app.draining and down.is_alive()  # waiting for the batch in flight
+        assert facade.app.batcher.alive
+        gate.release()
+        down.join(30)
+        assert not down.is_alive()
+        for p in posts:
+            p.join(30)
+        assert {n: r.status_code for n, r in replies.items()} == {11: 200, 12: 200, 13: 200}
+        assert all(r.json()["skillmoe"]["answer"] == gold(n) for n, r in replies.items())
+        assert sorted(size for size, _ in facade.batches) == [1, 2]
+        with pytest.raises(httpx.ConnectError):  # no longer listening
+            httpx.get(f"{base}/health", timeout=5)
+    finally:
+        gate.release()
+        facade.server_close()
+        t.join(10)
+    assert not t.is_alive() and not facade.app.batcher.thread.is_alive()
+
+
+def test_health_loopback_default_and_over_capacity_headers():
+    moe = local_moe(Counter())
+    facade = make_server(moe, port=0, max_queue=1)
+    try:
+        assert facade.server_address[0] == "127.0.0.1"  # loopback unless told otherwise
+        assert facade._server.config.backlog == 2048  # not http.server's 5
+    finally:
+        facade.server_close()
+    assert not facade.app.batcher.alive
+
+
+def test_make_server_bad_limits():
+    moe = local_moe(Counter())
+    for kw, match in [
+        ({"max_queue": 0}, "max_queue"),
+        ({"max_body_bytes": -1}, "max_body_bytes"),
+        ({"max_messages": 0}, "max_messages"),
+        ({"max_message_chars": 1.5}, "max_message_chars"),
+        ({"api_key": ""}, "api_key"),
+        ({"backlog": 0}, "backlog"),
+        ({"shutdown_timeout_s": 0}, "shutdown_timeout_s"),
+        ({"request_timeout_s": float("inf")}, "request_timeout_s"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            make_server(moe, port=0, **kw)
+
+
+def moe_for_cli() -> SkillMoE:
+    """``--moe tests.test_skillmoe_serve:moe_for_cli`` (the CLI test's pipeline)."""
+    return local_moe(Counter())
+
+
+@pytest.mark.timeout(90)
+def test_cli_help_and_serve_until_sigterm():
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]  # tests/ is importable from here
+    cmd = [sys.executable, "-m", "icml26_skillmoe.serve"]
+    out = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for opt in ("--api-key", "--max-body-bytes", "--max-queue", "--request-timeout", "--moe"):
+        assert opt in out.stdout, opt
+    env = {**os.environ, "SKILLMOE_API_KEY": "k"}
+    args = ["--moe", "tests.test_skillmoe_serve:moe_for_cli", "--port", "0", "--max-batch", "4"]
+    proc = subprocess.Popen(
+        [*cmd, *args],
+        cwd=root,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        port = None
+        deadline = time.monotonic() + 60
+        seen = []
+        while port is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            m = re.search(r"on http://127\.0\.0\.1:(\d+)/v1", line)
+            port = m and int(m.group(1))
+        assert port, "".join(seen)
+        url = f"http://127.0.0.1:{port}"
+        r = httpx.post(
+            f"{url}{CHAT}", json=ask(7), headers={"Authorization": "Bearer k"}, timeout=30
+        )
+        assert r.status_code == 200 and r.json()["skillmoe"]["answer"] == gold(7)
+        assert httpx.post(f"{url}{CHAT}", json=ask(7), timeout=30).status_code == 401
+        proc.send_signal(signal.SIGTERM)
+        # graceful, then the signal's own exit status (uvicorn re-raises it, as vllm serve)
+        assert proc.wait(30) in (0, -signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert "Shutting down" in rest and "Finished server process" in rest, rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stderr.close()
