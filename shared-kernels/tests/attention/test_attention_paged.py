@@ -492,14 +492,17 @@ def test_attention_decode_splits_and_group_packing(num_splits):
     torch.testing.assert_close(want, dense_attention(c, cfg)[:, 0], rtol=0, atol=1e-10)
 
 
-# Triton's CPU interpreter computes bf16 tl.dot wrongly (a bare 16x16 bf16 dot is off by 1e10
-# there), so bf16 runs only compiled, in the gpu session
+# bf16 runs under the interpreter through the conftest patch (the interpreter's own bf16 tl.dot
+# multiplies bit patterns, off by ~1e9, and its fp32 -> bf16 cast truncates)
 @pytest.mark.parametrize(
-    "dtype", [pytest.param(torch.bfloat16, marks=pytest.mark.gpu), torch.float16]
+    "dtype",
+    [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="fp16")],
 )
-def test_attention_half_precision_inputs_accumulate_in_fp32(dtype):
+def test_attention_half_precision_inputs_accumulate_in_fp32(dtype, request):
     """bf16/fp16 inputs, fp32 accumulation: within the input precision of the fp64 reference
     (relative to the output scale), prefill and decode."""
+    if dtype == torch.bfloat16:
+        request.getfixturevalue("bf16_interpreter")
     cfg = CFGS["neox"]
     c64 = make_case(13, cfg, bs=4, h=4, h_kv=2, tq=5, doc_lens=((5, 3, 9), (4, 6)))
     c = {
@@ -519,3 +522,100 @@ def test_attention_half_precision_inputs_accumulate_in_fp32(dtype):
         prefer="triton", num_splits=2,
     )  # fmt: skip
     torch.testing.assert_close(got.double().cpu(), want[:, 0], rtol=tol, atol=tol)
+
+
+# ----------------------------------------------------------------------------- issue 65
+
+from icml26_kernels.attention import paged as _paged  # noqa: E402
+
+_PREFILL_CONFIGS = [(bm, w, st) for bm in (64, 128) for w in (4, 8) for st in (2, 3)]
+
+
+@pytest.fixture
+def forced_prefill_config(monkeypatch):
+    """Run ``paged_prefill(block_m=None)`` down its GPU branch (the autotuned kernel) with the
+    autotuner holding one configuration; under the interpreter warps and stages are accepted
+    and ignored (numpy runs whole tiles), BLOCK_M and the grid are what is checked."""
+    import triton
+
+    tuned = _paged._prefill_tuned()
+    saved, cache = tuned.configs, dict(tuned.cache)
+    monkeypatch.setattr(_paged, "_compiled", lambda x: True)
+    # the fixed-BLOCK_M branch must not be the one that runs
+    monkeypatch.setattr(_paged, "_paged_prefill_kernel", None)
+
+    def force(bm, warps, stages):
+        tuned.configs = [triton.Config({"BLOCK_M": bm}, num_warps=warps, num_stages=stages)]
+        tuned.cache.clear()
+
+    yield force
+    tuned.configs = saved
+    tuned.cache.clear()
+    tuned.cache.update(cache)
+
+
+def _autotuned_config_params():
+    out = []
+    for bm, w, st in _PREFILL_CONFIGS:
+        marks = () if (w, st) == (4, 2) or (bm, w, st) == (128, 8, 3) else (pytest.mark.tiles,)
+        out.append(pytest.param(bm, w, st, id=f"M{bm}-w{w}-s{st}", marks=marks))
+    return out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the gpu-marked test covers the GPU")
+@pytest.mark.parametrize(("block_m", "warps", "stages"), _autotuned_config_params())
+def test_attention_prefill_autotuned_configs_forced_one_at_a_time(
+    block_m, warps, stages, forced_prefill_config
+):
+    """Each configuration of the prefill autotuner (BLOCK_M 64/128 x 4/8 warps x 2/3 stages),
+    forced, through the ``block_m=None`` path bench_kernels times: T = 150 > 128 gives two query
+    tiles at BLOCK_M = 128 and three at 64, one of them ragged; fp32, against the brute force."""
+    forced_prefill_config(block_m, warps, stages)
+    cfg = CFGS["interleaved-llama3"]
+    c = make_case(
+        20, cfg, bs=16, h=2, h_kv=1, tq=150, doc_lens=((40, 17), (9,)), dtype=torch.float32
+    )
+    args = (c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg)
+    got = paged_prefill(*args, prefer="triton")
+    want = dense_attention(
+        {k: (v.double() if torch.is_tensor(v) else v) for k, v in c.items()}
+        | {
+            "dense": [tuple(t.double() if torch.is_tensor(t) else t for t in d) for d in c["dense"]]
+        },
+        cfg,
+    )
+    torch.testing.assert_close(got.double(), want, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize(
+    ("head_dim", "rotary_dim", "dtype"),
+    [
+        pytest.param(64, None, torch.float32, id="D64"),
+        pytest.param(128, None, torch.float32, id="D128"),
+        pytest.param(128, 64, torch.float32, id="D128-partial"),
+        pytest.param(128, None, torch.bfloat16, id="D128-bf16"),
+        pytest.param(96, None, torch.float32, id="D96-padded", marks=pytest.mark.tiles),
+    ],
+)
+def test_attention_real_head_dims_prefill_and_decode(head_dim, rotary_dim, dtype, request):
+    """Head dims 64 and 128 (the real ones: HALF_PAD 32/64, D_PAD = D), a partial rotary half,
+    and 96 (padded to 128), with 64-query tiles and 64-key tiles, prefill and decode."""
+    if dtype == torch.bfloat16:
+        request.getfixturevalue("bf16_interpreter")
+    cfg = RopeConfig(
+        head_dim=head_dim, rotary_dim=rotary_dim, base=500000.0, llama3=Llama3Scaling()
+    )
+    c64 = make_case(21, cfg, bs=16, h=4, h_kv=2, tq=20, doc_lens=((30, 19), (41,)))
+    c = to_dev({k: (v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v)
+                for k, v in c64.items()})  # fmt: skip
+    args = (c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg)
+    got = paged_prefill(*args, prefer="triton", block_m=64, block_n=64)
+    want = dense_attention(c64, cfg)
+    tol = 2e-2 if dtype == torch.bfloat16 else 2e-5
+    torch.testing.assert_close(got.double().cpu(), want, rtol=tol, atol=tol)
+    q, k_pool, v_pool, table = decode_case(c64, cfg, 16)
+    got_d = paged_decode(
+        q.to(DEV, dtype), k_pool.to(DEV, dtype), v_pool.to(DEV, dtype), table.to(DEV), cfg,
+        prefer="triton", num_splits=2,
+    )  # fmt: skip
+    torch.testing.assert_close(got_d.double().cpu(), want[:, 0], rtol=tol, atol=tol)
