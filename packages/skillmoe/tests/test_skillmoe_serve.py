@@ -396,12 +396,21 @@ def test_make_server_bad_limits():
 
 
 def moe_for_cli() -> SkillMoE:
-    """``--moe tests.test_skillmoe_serve:moe_for_cli`` (the CLI test's pipeline)."""
-    return local_moe(Counter())
+    """``--moe tests.test_skillmoe_serve:moe_for_cli`` (the CLI test's pipeline): keywords
+    mapped by letter counts, so the subprocess does not import scikit-learn (seconds)."""
+    import numpy as np
+
+    def letters(texts):
+        return np.array([[t.count(c) + 0.1 for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts])
+
+    moe = local_moe(Counter())
+    return SkillMoE(
+        moe.bank, moe.experts, aggregator="weak", annotator=moe.annotator, embed=letters
+    )
 
 
 @pytest.mark.timeout(90)
-def test_cli_help_and_serve_until_sigterm():
+def test_cli_help_and_serve_until_sigterm(capsys):
     import os
     import re
     import signal
@@ -410,11 +419,16 @@ def test_cli_help_and_serve_until_sigterm():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]  # tests/ is importable from here
-    cmd = [sys.executable, "-m", "icml26_skillmoe.serve"]
-    out = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    from icml26_skillmoe.serve import main
+
+    with pytest.raises(SystemExit) as exit_:  # what `python -m icml26_skillmoe.serve --help` does
+        main(["--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: python -m icml26_skillmoe.serve")
     for opt in ("--api-key", "--max-body-bytes", "--max-queue", "--request-timeout", "--moe"):
-        assert opt in out.stdout, opt
+        assert opt in text, opt
+    cmd = [sys.executable, "-m", "icml26_skillmoe.serve"]
     env = {**os.environ, "SKILLMOE_API_KEY": "k"}
     args = ["--moe", "tests.test_skillmoe_serve:moe_for_cli", "--port", "0", "--max-batch", "4"]
     proc = subprocess.Popen(
@@ -453,3 +467,56 @@ def test_cli_help_and_serve_until_sigterm():
             proc.kill()
             proc.wait(10)
         proc.stderr.close()
+
+
+def test_cli_defaults_are_make_servers():
+    import inspect
+
+    from icml26_skillmoe.serve import _parser
+
+    cli = vars(_parser().parse_args([]))
+    names = {"request_timeout_s": "request_timeout", "shutdown_timeout_s": "shutdown_timeout"}
+    params = inspect.signature(make_server).parameters
+    for name, p in params.items():
+        if name in ("moe", "log_level"):
+            continue
+        assert cli[names.get(name, name)] == p.default, name
+    assert cli["host"] == "127.0.0.1"  # loopback by default
+
+
+@pytest.mark.timeout(60)
+def test_a_client_that_leaves_while_queued_leaves_the_queue():
+    import json
+    import socket
+
+    moe = local_moe(Counter())
+    gate = Gate(moe)
+    facade, t, url = serve(moe, max_batch=1, max_wait_ms=0)
+    try:
+        first: list = []
+        th = threading.Thread(target=lambda: first.append(httpx.post(url, json=ask(1), timeout=30)))
+        th.start()
+        assert gate.entered.wait(20)
+        body = json.dumps(ask(2)).encode()
+        port = facade.server_address[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(
+                f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            deadline = time.monotonic() + 20
+            while facade.app.batcher.pending < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert facade.app.batcher.pending == 2
+        deadline = time.monotonic() + 20  # the socket is closed: its request is withdrawn
+        while facade.app.batcher.pending > 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert facade.app.batcher.pending == 1
+        gate.release()
+        th.join(20)
+        assert first[0].status_code == 200
+        assert [size for size, _ in facade.batches] == [1]  # the withdrawn one never ran
+    finally:
+        gate.release()
+        stop(facade, t)

@@ -61,8 +61,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .pipeline import SkillMoE, SkillMoEResult
-from .scheduler import ScheduleStats
+from ..pipeline import SkillMoE, SkillMoEResult
+from ..scheduler import ScheduleStats
 
 __all__ = ["SkillMoEApp", "SkillMoEServer", "main", "make_app", "make_server"]
 
@@ -457,7 +457,12 @@ class SkillMoEApp:
             ) from None
         except RuntimeError as e:
             raise _HTTPError(503, str(e), "service_unavailable", **{"retry-after": "1"}) from None
-        gone = asyncio.ensure_future(receive())  # completes when the client disconnects
+
+        async def disconnected() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        gone = asyncio.ensure_future(disconnected())  # completes when the client leaves
         try:
             done, _ = await asyncio.wait(
                 {fut, gone}, timeout=self.request_timeout_s, return_when=asyncio.FIRST_COMPLETED
@@ -644,6 +649,8 @@ def make_server(
     (32768, 400) bound one request; ``api_key``: require ``Authorization: Bearer <key>`` on
     ``/v1/*``; ``backlog`` (2048): the listen queue; ``shutdown_timeout_s`` (60): the most a
     graceful shutdown waits for admitted requests (None: until they are answered)."""
+    _positive_int("backlog", backlog)
+    _positive_seconds("shutdown_timeout_s", shutdown_timeout_s)
     app = SkillMoEApp(
         moe,
         model_name=model_name,
@@ -656,8 +663,6 @@ def make_server(
         max_message_chars=max_message_chars,
         api_key=api_key,
     )
-    _positive_int("backlog", backlog)
-    _positive_seconds("shutdown_timeout_s", shutdown_timeout_s)
     try:
         return SkillMoEServer(
             app,
@@ -698,9 +703,9 @@ def _load_moe(spec: str) -> SkillMoE:
 def _moe_from_args(a: argparse.Namespace) -> SkillMoE:
     if a.moe:
         return _load_moe(a.moe)
-    from .backends import OpenAIChatGenerator
-    from .profiles import ProfileBank
-    from .skills import LLMSkillAnnotator
+    from ..backends import OpenAIChatGenerator
+    from ..profiles import ProfileBank
+    from ..skills import LLMSkillAnnotator
 
     experts: dict[str, Any] = {}
     for spec in a.expert:
@@ -814,7 +819,3 @@ def main(argv: Sequence[str] | None = None) -> None:
         server.serve_forever()
     finally:
         server.server_close()
-
-
-if __name__ == "__main__":
-    main()
