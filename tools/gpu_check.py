@@ -19,7 +19,14 @@ with every member's ``src`` folder on ``PYTHONPATH``. What runs, in this order:
   ``# gpu-check: ARGS  # why`` (``{json}`` in ARGS becomes a path the report then reads);
   its own numbers are the last JSON object it prints on stdout (or the ``{json}`` file);
   a benchmark without that line is listed as skipped (not a kernel benchmark);
+- ``roofline:attention``, ``roofline:grouped-mlp``: the kernels timed against fair peers at
+  real shapes (``--list`` names them), each row with achieved GB/s or TFLOP/s, the fraction
+  of the card's peak (:data:`CARD_PEAKS`) and the ratio to each peer; rows are printed as they
+  are measured, so a time limit keeps the finished ones;
 - ``suite:kernels``: shared-kernels' default suite, whose kernel tests pick CUDA when present.
+
+At the end one markdown table (every item, then every roofline row) is printed;
+``--table gpu_check.json`` prints it again from a recorded report.
 
 Before an item runs, the member's declared requirements (dependencies, the extras it asks of
 ``icml26-kernels``, its dev group) and a benchmark's own imports are checked in the target
@@ -30,7 +37,8 @@ device (the message says why) or a usage error.
 
 Report (``gpu_check.json``, schema 1): ``machine`` (card name, capability, memory, torch /
 CUDA / Triton / JAX versions), ``summary`` (counts per status) and ``items`` (id, kind, member,
-command, status passed/failed/skipped, reason, seconds, per-test results, the benchmark's
+command, status passed/failed/incomplete/skipped (incomplete: stopped by a timeout or the
+budget, not a failure), reason, seconds, per-test results, the benchmark's
 numbers, a hint for a known Triton/CUDA error, the output's tail). ``gpu_check.log`` beside it
 holds every item's full output.
 """
@@ -70,7 +78,14 @@ LOG = "gpu_check.log"
 BENCH_MARKER = re.compile(r"^#\s*gpu-check:(.*)$", re.MULTILINE)
 GPU_MARK = re.compile(r"\bmark\.gpu\b")
 # seconds per item kind; each is capped by what is left of --budget
-TIMEOUTS = {"preflight": 60.0, "pytest": 180.0, "bench": 180.0, "suite": 240.0}
+TIMEOUTS = {
+    "preflight": 60.0,
+    "pytest": 180.0,
+    "bench": 180.0,
+    "roofline": 150.0,
+    "suite": 240.0,
+}
+STATUSES = ("passed", "failed", "incomplete", "skipped")
 PROBE_TIMEOUT = 90.0
 MIN_ITEM_SECONDS = 15.0  # an item is not started with less budget than this left
 TAIL_CHARS = 4000
@@ -282,6 +297,22 @@ def plan(root: Path, members: list[workspace.Member], suites: bool = False) -> l
                     skip=None if found else "not a kernel benchmark (no '# gpu-check:' line)",
                 )
             )
+    for m in members:
+        if m.is_kernels:
+            for name, peers in ROOFLINE_PEERS.items():
+                script = _ROOFLINE_ATTENTION if name == "attention" else _ROOFLINE_MLP
+                items.append(
+                    Item(
+                        id=f"roofline:{name}",
+                        kind="roofline",
+                        member=m.name,
+                        description=peers,
+                        args=["-c", script, json.dumps(CARD_PEAKS)],
+                        cwd=root,
+                        requires=member_requirements(m, members, dev=False, extras=("triton",)),
+                        modules=["torch", "triton"],
+                    )
+                )
     for m in members:
         if m.is_kernels or (suites and _uses_kernels(m, members)):
             items.append(
@@ -575,6 +606,246 @@ def _hint(text: str) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------------------------
+# roofline items: the kernels against their fair peers, timed on the card (scripts below)
+
+# card peaks: (HBM bytes/s, dense bf16 tensor-core FLOP/s without sparsity), by name substring;
+# the first match wins, so the PCIe / NVL variants come before the SXM name
+CARD_PEAKS = [
+    ("H100 PCIe", 2.0e12, 756e12),
+    ("H100 NVL", 3.9e12, 835e12),
+    ("H200", 4.8e12, 989e12),
+    ("H100", 3.35e12, 989e12),
+    ("A100", 2.0e12, 312e12),
+    ("L40S", 0.864e12, 362e12),
+    ("A10", 0.6e12, 125e12),
+]
+
+_ROOFLINE_COMMON = r"""
+import json, sys, time
+import torch
+PEAKS = json.loads(sys.argv[1])
+NAME = torch.cuda.get_device_name()
+BW, FLOPS = next(((b, f) for k, b, f in PEAKS if k in NAME), (None, None))
+ROWS = []
+def emit(done=False):  # every row as soon as it is measured: a timeout keeps what finished
+    print(json.dumps({"device": NAME, "peak_bw": BW, "peak_flops": FLOPS, "rows": ROWS,
+                      "done": done}), flush=True)
+def ms(fn, graph=False):
+    import triton.testing
+    if not graph:
+        return triton.testing.do_bench(fn)
+    fn(); torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return triton.testing.do_bench(g.replay)
+def row(case, impl, t, *, bytes_=None, flops=None, peers=None, note=None, **extra):
+    r = {"case": case, "impl": impl, "ms": t, "note": note} | extra
+    if bytes_ is not None:
+        r["gbps"] = bytes_ / (t * 1e-3) / 1e9
+        r["frac_peak"] = bytes_ / (t * 1e-3) / BW if BW else None
+    if flops is not None:
+        r["tflops"] = flops / (t * 1e-3) / 1e12
+        r["frac_peak"] = flops / (t * 1e-3) / FLOPS if FLOPS else None
+    r["vs"] = {p["impl"]: p["ms"] / t for p in (peers or []) if p.get("ms")}
+    ROWS.append(r)
+    emit()
+    return r
+def attempt(case, impl, fn, **kw):
+    try:
+        return row(case, impl, fn(), **kw)
+    except Exception as exc:  # one peer that cannot run (old torch, no flash) is a row, not a crash
+        r = {"case": case, "impl": impl, "ms": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        ROWS.append(r)
+        emit()
+        return r
+"""
+
+_ROOFLINE_ATTENTION = (
+    _ROOFLINE_COMMON
+    + r"""
+import torch.nn.functional as F
+from icml26_kernels.attention import (Llama3Scaling, RopeConfig, apply_rope, pack_block_table,
+                                      paged_decode, paged_prefill, plan_paged, rope_table)
+dev, dt = "cuda", torch.bfloat16
+cfg = RopeConfig(head_dim=128, base=500000.0, llama3=Llama3Scaling())
+H, HKV, D, BS, DOC, NDOC = 32, 8, 128, 16, 512, 8
+ctx, nb = DOC * NDOC, DOC // BS
+tab = rope_table(cfg, 2 * ctx + 1, dtype=dt, device=dev)
+L2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
+for B in (1, 16, 64):
+    # distinct documents per request: request b owns pool blocks [b*NDOC*nb, (b+1)*NDOC*nb),
+    # so the unique K/V bytes equal the naive count (no request re-reads another's cache lines)
+    n_pool = B * NDOC * nb
+    k_pool = torch.randn(n_pool, BS, HKV, D, device=dev, dtype=dt)
+    v_pool = torch.randn_like(k_pool)
+    rows, order = [], []
+    for b in range(B):
+        docs = (torch.randperm(NDOC) + b * NDOC).tolist()
+        ids = [d * nb + j for d in docs for j in range(nb)]
+        rows.append(pack_block_table(ids, [i * DOC for i in range(NDOC) for _ in range(nb)],
+                                     [0] * len(ids), block_size=BS))
+        order.append(ids)
+    table = torch.stack(rows).to(dev)
+    ids_t = torch.tensor(order, device=dev)  # (B, NDOC*nb)
+    plan = plan_paged(table, block_size=BS, n_pool_blocks=n_pool, cfg=cfg, table=tab)
+    q = torch.randn(B, H, D, device=dev, dtype=dt)
+    kv_bytes = 2 * B * ctx * HKV * D * k_pool.element_size()
+    unique = 2 * len(set(sum(order, []))) * BS * HKV * D * k_pool.element_size()
+    pos = torch.arange(ctx, device=dev).expand(B, ctx)
+    def gather(pool):
+        return pool[ids_t].flatten(1, 2)  # (B, ctx, HKV, D)
+    k_mat = apply_rope(gather(k_pool), pos, cfg, table=tab).transpose(1, 2).contiguous()
+    v_mat = gather(v_pool).transpose(1, 2).contiguous()
+    case = f"decode B={B} ctx={ctx}"
+    launch = "launch-bound: the K/V read is ~%.0f us at peak" % (kv_bytes / BW * 1e6) if B == 1 and BW else None
+    sdpa = lambda: F.scaled_dot_product_attention(q[:, :, None], k_mat, v_mat, enable_gqa=True)
+    peers = [attempt(case, "SDPA, contiguous re-rotated K/V", lambda: ms(sdpa), bytes_=kv_bytes)]
+    def reencode():  # gather the blocks, re-rotate every key at its new position, attend
+        k = apply_rope(gather(k_pool), pos, cfg, table=tab).transpose(1, 2)
+        return F.scaled_dot_product_attention(q[:, :, None], k, gather(v_pool).transpose(1, 2),
+                                              enable_gqa=True)
+    peers.append(attempt(case, "re-encode (gather + rotate) + SDPA", lambda: ms(reencode),
+                         bytes_=kv_bytes))
+    shift = torch.full((B, ctx), 7, device=dev)  # every document moved by 7 positions
+    k_inplace = k_mat.transpose(1, 2)  # (B, ctx, HKV, D) view of the contiguous cache
+    def inplace():  # the CPU headline's fair baseline: rotate the cached K in place, then SDPA
+        k_inplace.copy_(apply_rope(k_inplace, shift, cfg, table=tab))
+        return sdpa()
+    peers.append(attempt(case, "in-place re-rotation + SDPA", lambda: ms(inplace),
+                         bytes_=kv_bytes))
+    fn = lambda: paged_decode(q, k_pool, v_pool, table, cfg, plan=plan, prefer="triton")
+    attempt(case, "paged_decode (deferred RoPE)", lambda: ms(fn), bytes_=kv_bytes, peers=peers,
+            unique_bytes=unique, naive_bytes=kv_bytes, l2_bytes=L2, note=launch)
+    attempt(case, "paged_decode, CUDA graph", lambda: ms(fn, graph=True), bytes_=kv_bytes,
+            peers=peers, note="one graph replay: no per-kernel launch cost")
+    del k_pool, v_pool, k_mat, v_mat
+    torch.cuda.empty_cache()
+
+# prefill: one request, T new tokens over the ctx-token context
+T = 512
+case = f"prefill T={T} ctx={ctx}"
+q = torch.randn(1, T, H, D, device=dev, dtype=dt)
+kn, vn = (torch.randn(1, T, HKV, D, device=dev, dtype=dt) for _ in range(2))
+n_pool = NDOC * nb
+k_pool = torch.randn(n_pool, BS, HKV, D, device=dev, dtype=dt)
+v_pool = torch.randn_like(k_pool)
+offs = [i * DOC for i in range(NDOC) for _ in range(nb)]
+table = pack_block_table(list(range(n_pool)), offs, [0] * n_pool, block_size=BS)[None].to(dev)
+plan = plan_paged(table, block_size=BS, n_pool_blocks=n_pool, cfg=cfg, table=tab)
+flops = 4 * H * D * T * (ctx + T / 2)  # QK^T and PV, the new keys causal
+g = H // HKV
+k_all = torch.cat([k_pool.flatten(0, 1)[None], kn], 1).transpose(1, 2).repeat_interleave(g, 1)
+v_all = torch.cat([v_pool.flatten(0, 1)[None], vn], 1).transpose(1, 2).repeat_interleave(g, 1)
+qt = q.transpose(1, 2)
+peers = []
+try:
+    from torch.nn.attention.bias import causal_lower_right
+    mask = causal_lower_right(T, ctx + T)  # flash / memory-efficient backends accept it
+    peers.append(attempt(case, "SDPA, causal_lower_right (flash-eligible)",
+                         lambda: ms(lambda: F.scaled_dot_product_attention(qt, k_all, v_all,
+                                                                           attn_mask=mask)),
+                         flops=flops))
+except ImportError as exc:
+    ROWS.append({"case": case, "impl": "SDPA, causal_lower_right", "ms": None, "error": str(exc)})
+dense = torch.ones(T, ctx + T, dtype=torch.bool, device=dev)
+dense[:, ctx:] = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
+peers.append(attempt(case, "SDPA, dense boolean mask (no flash)",
+                     lambda: ms(lambda: F.scaled_dot_product_attention(qt, k_all, v_all,
+                                                                       attn_mask=dense)),
+                     flops=flops))
+fn = lambda: paged_prefill(q, kn, vn, k_pool, v_pool, table, cfg, plan=plan, prefer="triton")
+t0 = time.perf_counter(); fn(); torch.cuda.synchronize()
+first = time.perf_counter() - t0  # the autotuner's 8 configurations, compiled and timed once
+attempt(case, "paged_prefill (autotuned)", lambda: ms(fn), flops=flops, peers=peers,
+        first_call_s=first)
+emit(done=True)
+"""
+)
+
+_ROOFLINE_MLP = (
+    _ROOFLINE_COMMON
+    + r"""
+import triton
+from icml26_kernels.moe import grouped_mlp, make_permutation
+from icml26_kernels.moe.grouped_mlp import _kernels, forced_tiles
+dev, dt = "cuda", torch.bfloat16
+# 1) correctness on pinned tiles (one compile per kernel, no autotuning)
+pin = {"BLOCK_R": 64} | dict.fromkeys(("BLOCK_D", "BLOCK_M", "BLOCK_O", "BLOCK_N", "BLOCK_K",
+                                       "BLOCK_1", "BLOCK_2"), 64)
+# 2) the timed part autotunes over a bounded space: BLOCK_R 64/128 x 4/8 warps, the column
+# tiles at 64 (8 configurations per kernel instead of 64), so the first call is seconds
+for k in _kernels():
+    k.configs = [c for c in k.configs if c.kwargs["BLOCK_R"] in (64, 128)
+                 and all(v == 64 for n, v in c.kwargs.items() if n != "BLOCK_R")] or k.configs
+for N, D, E, topk, M, DO in ((65536, 128, 64, 8, 512, 128), (16384, 1024, 64, 8, 1024, 1024)):
+    case = f"grouped MLP N={N} D={D} E={E} k={topk} M={M} D_out={DO} bf16"
+    idx = torch.stack([torch.randperm(E, device=dev)[:topk] for _ in range(N)])
+    perm = make_permutation(idx, E, 128)
+    P = perm.num_rows
+    x = torch.randn(P, D, device=dev, dtype=dt, requires_grad=True)
+    w1 = (torch.randn(E, D, M, device=dev, dtype=dt) * D**-0.5).requires_grad_()
+    w2 = (torch.randn(E, M, DO, device=dev, dtype=dt) * M**-0.5).requires_grad_()
+    with forced_tiles(pin):
+        y = grouped_mlp(x, w1, w2, perm, backend="triton")
+    ref = grouped_mlp(x, w1, w2, perm, backend="torch")
+    err = float((y.float() - ref.float()).pow(2).mean().sqrt() / ref.float().pow(2).mean().sqrt())
+    fl = 2 * N * topk * M * (D + DO)  # useful forward FLOPs (padding rows not counted)
+    dy = torch.randn(P, DO, device=dev, dtype=dt)
+    def fb(f):
+        def run():
+            x.grad = w1.grad = w2.grad = None
+            f().backward(dy)
+        return run
+    loop = lambda: grouped_mlp(x, w1, w2, perm, backend="torch")
+    peers = [attempt(case, "per-expert loop (cuBLAS)", lambda: ms(loop), flops=fl)]
+    peers_b = [attempt(case + " fwd+bwd", "per-expert loop (cuBLAS)", lambda: ms(fb(loop)),
+                       flops=3 * fl)]
+    if hasattr(torch, "_grouped_mm"):
+        offs = perm.offsets[1:].to(torch.int32)
+        def gmm():
+            h = torch.nn.functional.gelu(torch._grouped_mm(x, w1, offs=offs))
+            return torch._grouped_mm(h, w2, offs=offs)
+        peers.append(attempt(case, "torch._grouped_mm", lambda: ms(gmm), flops=fl))
+        peers_b.append(attempt(case + " fwd+bwd", "torch._grouped_mm", lambda: ms(fb(gmm)),
+                               flops=3 * fl))
+    else:
+        ROWS.append({"case": case, "impl": "torch._grouped_mm", "ms": None,
+                     "error": f"torch {torch.__version__} has no torch._grouped_mm"})
+    a, b1, b2 = x.detach()[: N * topk], w1.detach()[0], w2.detach()[0]
+    dense = lambda: torch.nn.functional.gelu(a @ b1) @ b2  # one expert for all rows: the ceiling
+    peers.append(attempt(case, "dense bf16 GEMMs, equal FLOPs (ceiling)", lambda: ms(dense),
+                         flops=fl))
+    fwd = lambda: grouped_mlp(x, w1, w2, perm, backend="triton")
+    t0 = time.perf_counter(); fb(fwd)(); torch.cuda.synchronize()
+    first = time.perf_counter() - t0  # bounded autotuning of the four kernels
+    attempt(case, "grouped_mlp (Triton)", lambda: ms(fwd), flops=fl, peers=peers,
+            rel_rms_err_vs_torch=err, first_call_s=first)
+    attempt(case + " fwd+bwd", "grouped_mlp (Triton)", lambda: ms(fb(fwd)), flops=3 * fl,
+            peers=peers_b)
+    del x, w1, w2, y, ref, dy
+    torch.cuda.empty_cache()
+emit(done=True)
+"""
+)
+
+
+ROOFLINE_PEERS = {
+    "attention": (
+        "decode B=1/16/64 over distinct documents per request (unique bytes == naive bytes; "
+        "B=1 also under a CUDA graph, marked launch-bound) vs SDPA on contiguous K/V, "
+        "re-encode + SDPA, in-place re-rotation + SDPA; prefill T=512 vs SDPA with a "
+        "flash-eligible causal_lower_right mask and with a dense boolean mask; GB/s, TFLOP/s"
+    ),
+    "grouped-mlp": (
+        "grouped MLP bf16 at two sizes, fwd and fwd+bwd TFLOP/s (pinned tiles checked first, "
+        "then a bounded autotune) vs the per-expert cuBLAS loop, torch._grouped_mm (if this "
+        "torch has it) and dense bf16 GEMMs of equal FLOPs (the ceiling)"
+    ),
+}
+
+
 def run_item(item: Item, python: str, env: dict, timeout: float, scratch: Path) -> dict:
     """Run one item; its report entry."""
     row: dict = {
@@ -598,7 +869,9 @@ def run_item(item: Item, python: str, env: dict, timeout: float, scratch: Path) 
         args.append(f"--junitxml={scratch / f'{slug}.xml'}")
     cmd = [python, *args]
     row["command"] = (
-        shlex.join(cmd) if item.id != "triton-api" else f"{python} -c <triton API check>"
+        shlex.join(cmd)
+        if item.id != "triton-api" and item.kind != "roofline"
+        else f"{python} -c <{item.id} script>"
     )
     start = time.perf_counter()
     try:
@@ -615,9 +888,9 @@ def run_item(item: Item, python: str, env: dict, timeout: float, scratch: Path) 
         row["tests"] = tests
         counts = {s: sum(t["status"] == s for t in tests) for s in ("passed", "failed", "skipped")}
         row["counts"] = counts
-        if rc is None:
+        if rc is None:  # stopped by the time limit: not a failure of what ran
             done = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no test finished"
-            row["status"] = "failed"
+            row["status"] = "failed" if counts["failed"] else "incomplete"
             row["reason"] = f"timed out after {timeout:.0f} s ({done} before that)"
         elif rc == 5:
             row["status"], row["reason"] = "skipped", "pytest collected no test"
@@ -645,8 +918,12 @@ def run_item(item: Item, python: str, env: dict, timeout: float, scratch: Path) 
         if result is None:
             result = _last_json(out)
         row["result"] = result
-        if rc is None:
-            row["status"], row["reason"] = "failed", f"timed out after {timeout:.0f} s"
+        if rc is None:  # stopped by the time limit; the numbers printed before it are kept
+            kept = len(result.get("rows", [])) if isinstance(result, dict) else 0
+            row["status"] = "incomplete"
+            row["reason"] = f"timed out after {timeout:.0f} s" + (
+                f" ({kept} rows measured before that)" if kept else ""
+            )
         elif rc != 0:
             row["status"], row["reason"] = "failed", f"exited {rc}"
             if item.kind == "preflight" and result and result.get("missing"):
@@ -672,12 +949,15 @@ def run_items(
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         for item in items:
             left = deadline - time.monotonic()
-            if item.skip is None and left < MIN_ITEM_SECONDS:
+            over = item.skip is None and left < MIN_ITEM_SECONDS
+            if over:
                 item.skip = f"budget exhausted ({max(left, 0):.0f} s left)"
             timeout = min(item.timeout, max(left - 5.0, 1.0))
             if item.skip is None:
                 log(f"[gpu_check] {item.id}: running (timeout {timeout:.0f} s)")
             row = run_item(item, python, env, timeout, Path(tmp))
+            if over:  # not run for want of time: incomplete, not skipped for a reason
+                row["status"] = "incomplete"
             extra = f" ({row['reason']})" if row["reason"] else ""
             log(f"[gpu_check] {item.id}: {row['status']}{extra} [{row['seconds']:.1f} s]")
             rows.append(row)
@@ -694,6 +974,57 @@ def write_report(out: Path, report: dict, rows: list[dict]) -> Path:
     report["items"] = rows
     path.write_text(json.dumps(report, indent=2) + "\n")
     return path
+
+
+def _fmt(v, spec: str) -> str:
+    return "" if v is None else format(v, spec)
+
+
+def render_table(report: dict) -> str:
+    """One markdown table: every item's status, then every roofline row (achieved GB/s or
+    TFLOP/s, fraction of the card's peak, ratio to each peer: peer time / this time)."""
+    m = report.get("machine", {})
+    lines = [
+        f"## gpu_check on {m.get('device', '?')} (torch {m.get('torch')}, triton {m.get('triton')})",
+        "",
+        "| item | status | s | reason |",
+        "|---|---|---|---|",
+    ]
+    for r in report.get("items", []):
+        reason = (r.get("reason") or "").replace("|", "/")
+        lines.append(f"| {r['id']} | {r['status']} | {_fmt(r.get('seconds'), '.1f')} | {reason} |")
+    roof = [
+        (r["id"], x)
+        for r in report.get("items", [])
+        if r.get("kind") == "roofline" and isinstance(r.get("result"), dict)
+        for x in r["result"].get("rows", [])
+    ]
+    if roof:
+        lines += [
+            "",
+            "| case | implementation | ms | GB/s | TFLOP/s | fraction of peak | vs peers | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for _, x in roof:
+            vs = ", ".join(f"{k}: {v:.2f}x" for k, v in (x.get("vs") or {}).items())
+            note = x.get("error") or x.get("note") or ""
+            if x.get("unique_bytes") is not None and x.get("naive_bytes") is not None:
+                note = (note + "; " if note else "") + (
+                    f"unique {x['unique_bytes'] / 2**20:.0f} MiB of {x['naive_bytes'] / 2**20:.0f} MiB"
+                )
+            if x.get("first_call_s") is not None:
+                note = (note + "; " if note else "") + f"first call {x['first_call_s']:.1f} s"
+            lines.append(
+                f"| {x.get('case')} | {x.get('impl')} | {_fmt(x.get('ms'), '.3f')} | "
+                f"{_fmt(x.get('gbps'), '.0f')} | {_fmt(x.get('tflops'), '.1f')} | "
+                f"{_fmt(x.get('frac_peak'), '.2f')} | {vs} | {note.replace('|', '/')} |"
+            )
+        lines.append("")
+        lines.append(
+            "ratio = peer ms / this ms (> 1: this is faster); GB/s counts the useful K/V bytes "
+            "once; fraction of peak uses the card's HBM bandwidth or dense bf16 FLOP/s"
+        )
+    return "\n".join(lines)
 
 
 def _git_commit(root: Path) -> str | None:
@@ -738,7 +1069,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--python", default=sys.executable, help="interpreter with torch")
     parser.add_argument("--root", type=Path, default=workspace.ROOT, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--table",
+        type=Path,
+        help="print the markdown table of a recorded gpu_check.json, run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.table is not None:
+        print(render_table(json.loads(args.table.read_text())))
+        return 0
     if not args.list and args.out is None:
         parser.error("--out DIR is required (or --list)")
     t0 = time.monotonic()
@@ -792,10 +1131,11 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     rows = run_items(items, args.python, env, t0 + args.budget, log=lambda s: print(s, flush=True))
-    summary = {s: sum(r["status"] == s for r in rows) for s in ("passed", "failed", "skipped")}
+    summary = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
     report.update(finished=_now(), seconds=round(time.monotonic() - t0, 1), summary=summary)
     path = write_report(args.out, report, rows)
     print(f"[gpu_check] {summary} -> {path}", flush=True)
+    print(render_table(report), flush=True)
     return 1 if summary["failed"] else 0
 
 

@@ -215,9 +215,9 @@ def test_report_schema_and_statuses_on_fake_items(gpu_repo, tmp_path, monkeypatc
     items = {row["id"]: row for row in report["items"]}
     for row in items.values():
         assert {"id", "kind", "member", "status", "reason", "seconds", "command"} <= row.keys()
-        assert row["status"] in ("passed", "failed", "skipped")
+        assert row["status"] in gpu_check.STATUSES
     assert report["summary"] == {
-        s: sum(r["status"] == s for r in report["items"]) for s in ("passed", "failed", "skipped")
+        s: sum(r["status"] == s for r in report["items"]) for s in gpu_check.STATUSES
     }
 
     alpha = items["gpu-tests:alpha"]
@@ -233,7 +233,8 @@ def test_report_schema_and_statuses_on_fake_items(gpu_repo, tmp_path, monkeypatc
     assert fast["result"] == {"bench": "fast", "out": [0, 2, 4], "from": "file"}
     assert items["bench:alpha/bench_plain.py"]["reason"].startswith("not a kernel benchmark")
     hangs = items["bench:beta/bench_hangs.py"]
-    assert hangs["status"] == "failed" and hangs["reason"].startswith("timed out after 3")
+    # a time limit is not a failure of the code: incomplete, distinct from failed
+    assert hangs["status"] == "incomplete" and hangs["reason"].startswith("timed out after 3")
     gamma = items["gpu-tests:gamma"]
     assert gamma["status"] == "skipped"
     assert gamma["reason"] == "missing: definitely-not-installed-dist (not installed)"
@@ -252,8 +253,9 @@ def test_budget_skips_what_does_not_fit(gpu_repo, tmp_path, monkeypatch):
     )
     assert rc == 0
     rows = json.loads(out.read_text())["items"]
-    assert rows and all(r["status"] == "skipped" for r in rows)
-    assert any(r["reason"].startswith("budget exhausted") for r in rows)
+    assert rows and all(r["status"] in ("skipped", "incomplete") for r in rows)
+    over = [r for r in rows if r["reason"].startswith("budget exhausted")]
+    assert over and all(r["status"] == "incomplete" for r in over)
 
 
 def test_a_pytest_timeout_keeps_the_tests_that_finished(tmp_path):
@@ -278,8 +280,65 @@ def test_a_pytest_timeout_keeps_the_tests_that_finished(tmp_path):
         cwd=tmp_path / "m",
     )
     row = gpu_check.run_item(item, sys.executable, gpu_check._env([]), 8.0, tmp_path)
-    assert row["status"] == "failed" and row["returncode"] is None
+    assert row["status"] == "incomplete" and row["returncode"] is None
     assert row["reason"] == "timed out after 8 s (1 passed before that)"
     assert [(t["test"], t["status"]) for t in row["tests"]] == [
         ("tests/test_t.py::test_a_fast", "passed")
     ]
+
+
+RECORDED = {
+    "schema": 1,
+    "machine": {"device": "NVIDIA H100 80GB HBM3", "torch": "2.9.0", "triton": "3.5.0"},
+    "summary": {"passed": 1, "failed": 0, "incomplete": 1, "skipped": 0},
+    "items": [
+        {"id": "gpu-tests:kernels", "kind": "pytest", "status": "passed", "seconds": 41.2,
+         "reason": "40 passed, 0 skipped"},
+        {"id": "roofline:attention", "kind": "roofline", "status": "incomplete", "seconds": 150.0,
+         "reason": "timed out after 150 s (3 rows measured before that)",
+         "result": {"device": "NVIDIA H100 80GB HBM3", "peak_bw": 3.35e12, "done": False,
+                    "rows": [
+            {"case": "decode B=16 ctx=4096", "impl": "SDPA, contiguous re-rotated K/V",
+             "ms": 0.2, "gbps": 1342.2, "frac_peak": 0.4, "vs": {}},
+            {"case": "decode B=16 ctx=4096", "impl": "paged_decode (deferred RoPE)", "ms": 0.1,
+             "gbps": 2684.4, "frac_peak": 0.8, "vs": {"SDPA, contiguous re-rotated K/V": 2.0},
+             "unique_bytes": 268435456, "naive_bytes": 268435456, "note": None},
+            {"case": "grouped", "impl": "torch._grouped_mm", "ms": None,
+             "error": "torch 2.4 has no torch._grouped_mm"},
+        ]}},
+    ],
+}  # fmt: skip
+
+
+def test_table_renders_a_recorded_report(tmp_path, capsys):
+    """The end-of-run markdown table from a recorded JSON (no GPU): statuses, GB/s, fraction
+    of peak, ratio to each peer, unique vs naive bytes, and a peer that could not run."""
+    path = tmp_path / "gpu_check.json"
+    path.write_text(json.dumps(RECORDED))
+    assert gpu_check.main(["--table", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "## gpu_check on NVIDIA H100 80GB HBM3" in out
+    assert "| roofline:attention | incomplete | 150.0 | timed out after 150 s" in out
+    lines = [ln for ln in out.splitlines() if "paged_decode (deferred RoPE)" in ln]
+    assert len(lines) == 1
+    cells = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert cells[:6] == ["decode B=16 ctx=4096", "paged_decode (deferred RoPE)", "0.100", "2684",
+                         "", "0.80"]  # fmt: skip
+    assert cells[6] == "SDPA, contiguous re-rotated K/V: 2.00x"
+    assert "unique 256 MiB of 256 MiB" in cells[7]
+    assert "torch 2.4 has no torch._grouped_mm" in out
+    seps = [ln for ln in out.splitlines() if ln.startswith("|---")]
+    assert len(seps) == 2  # the item table and the roofline table
+
+
+def test_list_shows_the_roofline_items_and_their_peers():
+    res = cli("--list")
+    assert res.returncode == 0, res.stderr
+    rows = {ln.split("\t")[0]: ln for ln in res.stdout.splitlines()}
+    assert "roofline:attention" in rows and "roofline:grouped-mlp" in rows
+    for peer in ("in-place re-rotation", "causal_lower_right", "distinct documents", "CUDA graph"):
+        assert peer in rows["roofline:attention"], peer
+    for peer in ("torch._grouped_mm", "dense bf16 GEMMs", "fwd+bwd", "bounded autotune"):
+        assert peer in rows["roofline:grouped-mlp"], peer
+    for name in ("_ROOFLINE_ATTENTION", "_ROOFLINE_MLP"):  # the scripts at least compile
+        compile(getattr(gpu_check, name), name, "exec")
