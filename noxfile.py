@@ -178,6 +178,41 @@ def _plugin_env() -> dict[str, str]:
 
 @nox.session
 @nox.parametrize("package", NAMES, ids=NAMES)
+def mutants(session: nox.Session, package: str) -> None:
+    """Mutation regression: every entry of ``packages/<name>/tests/mutants.toml`` stays killed.
+
+    tools/mutants.py plants each mutant in a temporary copy of the member (never in the working
+    tree), runs only the tests the entry names (time limit per run), and fails if any mutant
+    survives, hangs or errors, or if an entry is stale (its code moved). A member without a list
+    is skipped. ``-- --only ID ...`` runs some entries; ``-- --timeout S`` sets the limit. Too
+    slow for every push: CI runs it on a schedule and for the members a change touches.
+    """
+    rest = _selected(session, package, NAMES)
+    member = BY_NAME[package]
+    if not (member.path / "tests" / "mutants.toml").is_file():
+        session.skip(f"{member.name} has no tests/mutants.toml")
+    # the world a bare install gets (a forked extra such as fairpyx is not needed to kill any)
+    _sync(session, member, without=conflicting_extras(member))
+    _install_unlocked(session, member)
+    python = str(Path(session.virtualenv.location) / "bin" / "python")
+    session.run(
+        sys.executable,  # nox's own interpreter reads the TOML (tomllib / tomli)
+        str(ROOT / "tools" / "mutants.py"),
+        str(member.path),
+        "--python",
+        python,
+        "--import-name",
+        member.import_name,
+        *rest,
+        "--",
+        *NO_NETWORK,
+        env=_plugin_env(),
+        external=True,
+    )
+
+
+@nox.session
+@nox.parametrize("package", NAMES, ids=NAMES)
 def build(session: nox.Session, package: str) -> None:
     """sdist + wheel of one member; metadata checked; sibling requirements carry a range."""
     _selected(session, package, NAMES)
