@@ -23,7 +23,13 @@ Setup (all seeded; the same seeds for every arm):
 5. Fit time of TN-SHAP-G as a ratio to shapiq KernelSHAP's time (same run, same budget).
 
 Prints tables on stderr and one JSON line on stdout; the full results go to
-``reproduce_quick.json`` / ``reproduce.json`` next to this file.
+``reproduce_quick.json`` / ``reproduce.json`` next to this file. Statistics come from
+``icml26_kernels.evidence`` (t-intervals over molecules, MDE); the row carries an ``evidence``
+object: TN-SHAP-G - the strongest baseline at 50 queries and TN-SHAP-G - the paper's 0.99,
+paired per molecule.
+
+    python benchmarks/reproduce.py --row-from benchmarks/reproduce_quick.json   # no fitting:
+        # resummarise the stored run (intervals, evidence) and rewrite its row
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from icml26_kernels.evidence import comparison, evidence, headroom, pin_threads, t_interval
 from icml26_tnshap import (
     FitConfig,
     GraphTN,
@@ -355,15 +362,12 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def mean_ci(v) -> tuple[float, float]:
-    """Mean and the half-width of a 95% t-interval over molecules."""
-    from scipy import stats
-
+    """Mean and the half-width of a 95% t-interval over molecules (icml26_kernels.evidence)."""
     v = np.asarray(v, dtype=float)
     if len(v) < 2:
         return float(v.mean()), float("nan")
-    return float(v.mean()), float(
-        stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    )
+    m, lo, hi = t_interval(v)
+    return m, (hi - lo) / 2
 
 
 def choose_molecules(data: list, n_mol: int) -> list:
@@ -378,8 +382,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="short GIN training, fewer large graphs")
     ap.add_argument("--molecules", type=int, default=None, help="default 20 (quick: the first 8)")
     ap.add_argument("--chi", type=int, default=3, help="bond dimension of the surrogate")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no fitting: resummarise a stored run JSON in place and, for the --quick JSON, "
+        "rewrite benchmarks/reproduce_row.json keeping its provenance",
+    )
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    if args.row_from is not None:
+        row_from(args.row_from)
+        return
+    threads = pin_threads(1)  # torch, BLAS and OpenMP: one thread
     warnings.filterwarnings("ignore")
     t0 = time.perf_counter()
 
@@ -473,21 +487,8 @@ def main() -> None:
             )
             log(f"| {game.n_players} | {len(game.edges)} | {name} | {c:.4f} | {sec:.2f} |")
 
-    ours = table["TN-SHAP-G"][50]["cosine"]
-    base_name = max(
-        (k for k in table if not k.startswith("TN-SHAP-G")), key=lambda k: table[k][50]["cosine"]
-    )
-    base = table[base_name][50]["cosine"]
     fit_ratio = table["TN-SHAP-G"][500]["seconds"] / table["shapiq KernelSHAP"][500]["seconds"]
-    summary = {
-        "package": "tnshap",
-        "claim": f"mean cosine(φ, exact φ) at 50 queries, 3-layer GIN on {len(chosen)} FreeSolv molecules (n 8-14)",
-        "paper": "cosine > 0.99 with as few as 50 queries (third-party summary of TN-SHAP-G, ICML 2026)",
-        "ours": round(ours, 4),
-        "baseline": f"{base_name} (strongest at 50): {base:.4f}",
-        "ratio": round(ours / base, 4),
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
+    summary = {"package": "tnshap", "seconds": round(time.perf_counter() - t0, 1)}
     full = {
         "summary": summary,
         "table": table,
@@ -495,8 +496,11 @@ def main() -> None:
         "scale": scale_rows,
         "local_check_max_abs": check,
         "tn_fit_time_ratio_vs_kernelshap_at_500": fit_ratio,
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if k != "row_from"},
+        "threads": threads,
     }
+    full = summarise(full)
+    summary = full["summary"]
     from icml26_kernels.provenance import machine_info
 
     full["machine"] = machine_info()
@@ -505,6 +509,87 @@ def main() -> None:
     )
     log(f"TN-SHAP-G time / shapiq KernelSHAP time at 500 queries: {fit_ratio:.1f}x")
     print(json.dumps(summary))
+
+
+PAPER_LEVEL = 0.99  # "cosine > 0.99 with as few as 50 queries"
+
+
+def summarise(full: dict) -> dict:
+    """The row and its evidence from the per-molecule cosines (a fresh run and ``--row-from``
+    alike). Budget keys are ints in a fresh run and strings after a JSON round trip."""
+    table = {name: {int(b): v for b, v in per.items()} for name, per in full["table"].items()}
+    tn = np.asarray(table["TN-SHAP-G"][50]["per_molecule_cosine"])
+    base_name = max(
+        (k for k in table if not k.startswith("TN-SHAP-G")), key=lambda k: table[k][50]["cosine"]
+    )
+    base = np.asarray(table[base_name][50]["per_molecule_cosine"])
+    n_mol = len(tn)
+    vs_base = comparison(
+        f"TN-SHAP-G - {base_name} at 50 queries",
+        f"cosine(phi, exact phi) over {n_mol} FreeSolv molecules, paired per molecule",
+        (tn - base).tolist(),
+        target=None,
+        target_source="the paper states a level (cosine > 0.99 at 50 queries), not a gap to "
+        "GraphSVX",
+        headroom=headroom(
+            1.0, float(base.mean()), f"metric maximum 1.0 minus {base_name}'s cosine"
+        ),
+        unit="cosine",
+    )
+    vs_level = comparison(
+        "TN-SHAP-G - 0.99 at 50 queries",
+        f"cosine(phi, exact phi) minus the paper's 0.99, over {n_mol} FreeSolv molecules",
+        (tn - PAPER_LEVEL).tolist(),
+        target=None,
+        target_source="the paper's claim is the level itself (cosine > 0.99): > 0 shows it",
+        headroom=headroom(1.0, PAPER_LEVEL, "metric maximum 1.0 minus the paper's 0.99"),
+        unit="cosine",
+    )
+
+    def fmt(c: dict) -> str:
+        lo, hi = c["ci95"]
+        verdict = "unresolved" if not c["resolved"] else "below" if hi < 0 else "above"
+        return f"{c['diff']:+.3f} [{lo:+.3f}, {hi:+.3f}] ({verdict})"
+
+    ours, baseline = float(tn.mean()), float(base.mean())
+    summary = {
+        "package": "tnshap",
+        "claim": (
+            f"mean cosine(φ, exact φ) at 50 queries, 3-layer GIN on {n_mol} FreeSolv molecules "
+            f"(n 8-14): TN-SHAP-G {ours:.3f}, TN-SHAP-G - 0.99 {fmt(vs_level)}, TN-SHAP-G - "
+            f"{base_name} {fmt(vs_base)} (95% t-intervals over molecules; nothing tuned, χ = 3)"
+        ),
+        "paper": "cosine > 0.99 with as few as 50 queries (third-party summary of TN-SHAP-G, ICML 2026)",
+        "ours": round(ours, 4),
+        "baseline": round(baseline, 4),
+        "ratio": round(round(ours, 4) / round(baseline, 4), 4),
+        "baseline_arm": f"{base_name} (strongest at 50)",
+        "seconds": full["summary"]["seconds"],
+        "evidence": evidence([vs_level, vs_base]),
+    }
+    return {**full, "summary": summary, "evidence": summary["evidence"]}
+
+
+def row_from(path: Path) -> None:
+    """Resummarise a stored run without fitting (in place); the --quick JSON's row is rewritten
+    keeping the original run's machine, time and seconds (the same run, resummarised)."""
+    path = path.resolve()
+    full = summarise(json.loads(path.read_text()))
+    path.write_text(json.dumps(full, indent=1))
+    if path.name != "reproduce_quick.json":
+        return
+    root = HERE.parents[2]
+    sys.path.insert(0, str(root / "tools"))
+    from reproduce_table import write_row
+
+    old_path = HERE / "reproduce_row.json"
+    old = json.loads(old_path.read_text()) if old_path.exists() else {}
+    row = dict(full["summary"])
+    for key in ("machine", "measured", "seconds", "cpu_seconds", "load_avg_at_start"):
+        if key in old:
+            row[key] = old[key]
+    print(json.dumps(row))
+    write_row(root, row)
 
 
 if __name__ == "__main__":
