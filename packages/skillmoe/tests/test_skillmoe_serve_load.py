@@ -182,3 +182,22 @@ def test_fire_classifies_a_reset_as_lost():
         th.join(10)
         srv.close()
     assert all(o.lost for o in outs) and {o.status for o in outs} <= {"reset", "closed"}, outs
+
+
+def test_readme_load_table_is_the_committed_benchmark_json():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme, bench = root / "README.md", root / "benchmarks" / "serve_load.py"
+    if not (readme.exists() and bench.exists()):
+        pytest.skip("README.md / benchmarks not next to the tests (installed wheel)")
+    spec = importlib.util.spec_from_file_location("skillmoe_serve_load", bench)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    data = json.loads((root / "benchmarks" / "serve_load.json").read_text())
+    text = readme.read_text()
+    missing = [line for line in mod.table(data).splitlines() if line not in text]
+    assert not missing, f"README rows not from serve_load.json: {missing}"
+    assert all(r["lost"] == 0 for r in data["after"] + data["overload"]), "after: lost requests"
