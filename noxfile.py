@@ -161,6 +161,33 @@ def tests(session: nox.Session, package: str) -> None:
         session.run("python", "-m", "pytest", "tests", *NO_NETWORK, *rest, env=_plugin_env())
 
 
+SLOW_MARK = "slow and not gpu"
+
+
+@nox.session
+@nox.parametrize("package", NAMES, ids=NAMES)
+def slow(session: nox.Session, package: str) -> None:
+    """A member's ``slow``-marked tests (``-m "slow and not gpu"``), which ``tests`` deselects.
+
+    Every member's addopts deselect ``slow``; CI runs this session on a schedule (too slow for
+    every push). A member with no slow test passes (pytest's exit 5, nothing selected, is fine
+    here). Like ``tests``, a member with forked extras runs again without them.
+    """
+    rest = _selected(session, package, NAMES)
+    member = BY_NAME[package]
+    args = ("python", "-m", "pytest", "tests", *NO_NETWORK, "-m", SLOW_MARK, *rest)
+    _sync(session, member)
+    _install_unlocked(session, member)
+    session.chdir(member.path)
+    session.run(*args, env=_plugin_env(), success_codes=[0, 5])
+    forked = conflicting_extras(member)
+    if forked:
+        session.log(f"{member.name}: again without the forked extras {', '.join(forked)}")
+        _sync(session, member, without=forked)
+        _install_unlocked(session, member)
+        session.run(*args, env=_plugin_env(), success_codes=[0, 5])
+
+
 def _install_unlocked(session: nox.Session, member: Member) -> None:
     """Exact pins the one lock cannot hold, after the locked sync (``--exact`` removes them).
 
