@@ -245,6 +245,26 @@ def test_mutants_sessions_are_listed_per_member():
     assert res.returncode == 0, res.stderr
     for m in workspace.discover(REPO):
         assert f"mutants({m.name})" in res.stdout, m.name
+        assert f"slow({m.name})" in res.stdout, m.name
+
+
+def test_the_workflow_runs_mutants_on_changes_and_mutants_and_slow_on_a_schedule():
+    import yaml
+
+    wf = yaml.safe_load((REPO / ".github" / "workflows" / "mutants.yml").read_text())
+    triggers = wf[True]  # YAML 1.1 reads the key `on` as True
+    assert {"push", "pull_request", "schedule", "workflow_dispatch"} <= set(triggers)
+    jobs = wf["jobs"]
+    runs = {name: " ".join(s.get("run", "") for s in job["steps"]) for name, job in jobs.items()}
+    assert 'nox -s "mutants($PACKAGE)"' in runs["mutants"]
+    assert 'nox -s "slow($PACKAGE)"' in runs["slow"]
+    assert "schedule" in jobs["slow"]["if"]
+    # the slow job runs every member; the mutants job the changed ones (all on the schedule)
+    assert "outputs.all" in jobs["slow"]["strategy"]["matrix"]["package"]
+    assert "outputs.matrix" in jobs["mutants"]["strategy"]["matrix"]["package"]
+    # and neither runs from .ci/run (the 60-minute CI run)
+    ci_run = (REPO / ".ci" / "run").read_text()
+    assert "mutants" not in ci_run and "slow(" not in ci_run
 
 
 def test_nox_mutants_session_passes_when_killed_and_fails_on_a_survivor(tmp_path):
