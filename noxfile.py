@@ -6,6 +6,8 @@
     uvx nox -s tests -- normbt -k bt  # leading names select members; the rest goes to pytest
     uvx nox -s reproduce              # every paper's central claim at small scale -> REPRODUCTION.md
     uvx nox -s reproduce -- --jobs 2  # two packages at a time
+    uvx nox -s "mutants(normbt)"      # every mutant in tests/mutants.toml still killed (slow)
+    uvx nox -s "slow(normbt)"         # the tests marked slow (and not gpu), deselected by tests
 
 Members are discovered from the pyproject.toml files (tools/workspace.py): no hand-kept list.
 A member's environment is ``uv sync --package icml26-<name> --all-extras --exact --locked``:
