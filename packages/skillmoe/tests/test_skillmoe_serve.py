@@ -245,6 +245,8 @@ def test_body_limits_413_before_reading_and_message_limits_400():
             f"Content-Length: {64 << 20}\r\n\r\n",
         )
         assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+        # and the server does not drain the 64 MB either: it closes after the answer
+        assert b"\r\nconnection: close\r\n" in reply.lower(), reply[:300]
         # a chunked body (no Content-Length) is cut off once it passes the limit
         chunks = (b'{"messages": [{"role": "user", "content": "' + b"y" * 1000 for _ in range(10))
         r = httpx.post(url, content=chunks, timeout=30)

@@ -310,13 +310,23 @@ class SkillMoEApp:
             return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         extra: dict[str, str] = {}
+        # a body still unread when the answer goes (413, 401, 404 on a POST) is not drained:
+        # the answer says Connection: close and the server closes after it
+        unread = [headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers]
+
+        async def tracked() -> dict[str, Any]:
+            msg = await receive()
+            if msg["type"] != "http.request" or not msg.get("more_body", False):
+                unread[0] = False
+            return msg
+
         try:
-            status, obj = await self._route(scope, headers, receive)
+            status, obj = await self._route(scope, headers, tracked)
         except _HTTPError as e:
             code = {400: None, 401: "invalid_api_key", 404: None, 413: "request_too_large"}
             status, extra = e.status, e.headers
             obj = {"error": {"message": e.message, "type": e.kind, "code": code.get(e.status)}}
-        if self.draining:
+        if self.draining or unread[0]:
             extra = {**extra, "connection": "close"}
         data = json.dumps(obj).encode()
         hdrs = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(data))]
