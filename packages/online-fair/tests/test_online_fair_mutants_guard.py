@@ -75,3 +75,36 @@ def test_mms_threshold_share_is_deflated_by_the_slack(eps):
     pol = of.MMSThresholdGreedy(mms="lpt")  # the LPT bound is exact on these rows
     pol.reset(pred)
     np.testing.assert_allclose(pol.share, [6 / (1 + eps), 6 / (1 + eps)], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- closing rules
+def _owners(policy, values, info):
+    return of.divide_online(policy, of.OnlineInstance(np.array(values, dtype=float)), info).owner
+
+
+def test_capped_greedy_checks_the_cap_after_the_good():
+    """n = 2, both agents value (2, 2, 1), exact totals 5: normalised (0.4, 0.4, 0.2), cap 1/2.
+    Good 0 to agent 0 (tie: lower index). Good 1: agent 0 would reach 0.8 > 1/2, so agent 1.
+    Good 2: nobody stays under the cap (0.6 each), so the largest u, agent 0 (tie).
+    Checking the bundle *before* the good (threshold greedy's rule) gives agent 0 goods 0 and 1."""
+    v = [[2, 2, 1], [2, 2, 1]]
+    info = of.NormalizationInfo(np.array([5.0, 5.0]))
+    assert _owners(of.CappedGreedy(), v, info).tolist() == [0, 1, 0]
+
+
+def test_threshold_greedy_closes_agents_at_one_over_n():
+    """n = 2, six goods worth 1 to both (u = 1/6): agent 0 stays open until her bundle reaches
+    1/2, so she takes goods 0-2 and agent 1 the rest (at 1/3 she would close after two)."""
+    v = [[1] * 6, [1] * 6]
+    info = of.NormalizationInfo(np.array([6.0, 6.0]))
+    assert _owners(of.ThresholdGreedy(), v, info).tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_mms_threshold_greedy_closes_agents_at_share_over_n():
+    """n = 2, six goods worth 1 to both, exact per-agent predictions: MMS = 3 = the share; capped
+    values 1/3 each. Agent 0 closes once her bundle reaches share / n = 1.5 (goods 0 and 1),
+    agent 1 likewise (goods 2 and 3); with both closed the rest goes to the largest v / share
+    (tie: agent 0). Closing at the share itself would give (0, 0, 0, 1, 1, 1)."""
+    v = np.ones((2, 6))
+    pred = of.FrequencyPrediction(v, "per_agent")
+    assert _owners(of.MMSThresholdGreedy(mms="exact"), v, pred).tolist() == [0, 0, 1, 1, 0, 0]
