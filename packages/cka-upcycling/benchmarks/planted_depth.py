@@ -75,8 +75,6 @@ MDE = 2.8 SD / sqrt(n)).
 from __future__ import annotations
 
 import copy
-import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +91,8 @@ from icml26_cka_upcycling import (
     find_moe_layers,
     upcycle_ffn,
 )
+from icml26_kernels.evidence import mde, t_interval
 from torch import nn
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cistats import t_crit
 
 CFG: dict[str, Any] = dict(
     d_in=8, d=16, m=16, out=8, layers=3, gain=3.0, radius=4.0, n_train=512, n_test=512,
@@ -293,17 +289,12 @@ def run(seed: int, arm: str, cfg: dict = CFG, grow: list[int] | None = None) -> 
 
 
 def paired(diffs: list[float]) -> dict[str, Any]:
-    """Mean, 95% t-interval, paired SD and MDE = 2.8 SD / sqrt(n) of per-seed differences."""
+    """Mean, 95% t-interval, paired SD and MDE (80% power, 5% two-sided) of per-seed
+    differences, from icml26_kernels.evidence (exact t quantiles)."""
     d = np.asarray(diffs, dtype=float)
-    n = len(d)
-    sd = float(d.std(ddof=1)) if n > 1 else float("nan")
-    h = t_crit(n - 1) * sd / math.sqrt(n) if n > 1 else float("nan")
-    return {
-        "mean": float(d.mean()),
-        "ci95": [float(d.mean() - h), float(d.mean() + h)],
-        "sd": sd,
-        "mde": 2.8 * sd / math.sqrt(n) if n > 1 else float("nan"),
-    }
+    mean, lo, hi = t_interval(d)
+    sd = float(d.std(ddof=1))
+    return {"mean": mean, "ci95": [lo, hi], "sd": sd, "mde": mde(sd, len(d))}
 
 
 METHODS = [
@@ -409,7 +400,17 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument(
+        "--resummarise", action="store_true",
+        help="recompute the summary of the stored runs (planted_depth.json), no training",
+    )  # fmt: skip
     a = ap.parse_args()
+    path = Path(__file__).resolve().with_suffix(".json")
+    if a.resummarise:
+        stored = json.loads(path.read_text())
+        stored["summary"] = summarize(stored["runs"], stored["config"])
+        path.write_text(json.dumps(stored, indent=1) + "\n")
+        return
     t0, c0 = time.time(), time.process_time()
     seeds = list(range(a.seeds))
     per_seed = [run_seed(s) for s in seeds]
@@ -422,7 +423,7 @@ def main() -> None:
         "cpu_seconds": round(time.process_time() - c0, 1),
         "machine": machine_info(),
     }
-    Path(__file__).resolve().with_suffix(".json").write_text(json.dumps(out, indent=1) + "\n")
+    path.write_text(json.dumps(out, indent=1) + "\n")
     s = out["summary"]
     print(
         "headroom (total loss):", {k: round(v["total_mean"], 4) for k, v in s["headroom"].items()}

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cistats import mde_from_interval
+from reproduce import mde_from_interval
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
@@ -45,8 +45,8 @@ def pts(iv: list[float]) -> str:
 
 
 def mde(iv: list[float], n: int) -> str:
-    """Minimum detectable paired effect (80% power, 5% two-sided): 2.8 SD/√n, where the
-    t-interval's half-width is t_{n-1} SD/√n."""
+    """Minimum detectable paired effect (80% power, 5% two-sided, icml26_kernels.evidence.mde)
+    at the paired SD the t-interval's half-width t_{0.975, n-1} SD/√n implies."""
     return f"{mde_from_interval(iv, n):.1f}"
 
 
