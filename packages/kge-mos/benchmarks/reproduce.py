@@ -28,14 +28,25 @@ Full: UMLS, Kinships, Nations and a synthetic dense graph (|E| = 200, out-degree
 d ∈ {2, 4, 8, 16}, 5 seeds, 200 epochs. Every (dataset, d, seed) and free-query fit is one job
 seeded by itself, so ``--workers`` changes the wall time, not the numbers.
 
+The row (``summarise``): ours / baseline are MoS's and the linear model's *test* MRR at at least
+MoS's parameter count (``linear_eq``), averaged over the cells with headroom; ratio = ours /
+baseline. Its interval is the paired t-interval over seeds of the per-seed cell-averaged
+difference (icml26_kernels.evidence), with each cell's own comparison in the evidence, and the
+same for MoS vs linear at equal d (test MRR) and for the paper's fit claim (train NLL, which
+more parameters always buy).
+
 Prints tables to stderr and ONE JSON line to stdout (last line); every row goes to
 ``results_quick.json`` / ``results_full.json`` beside this file (or ``--out``).
+``--row-from benchmarks/results_quick.json`` prints the row rebuilt from a stored run (the
+intervals recomputed from its per-seed values) without training anything.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -65,6 +76,24 @@ from icml26_kge_mos import (
 )
 
 LR, BATCH, K_MOS, INIT_STD = 0.02, 256, 4, 0.1
+HERE = Path(__file__).resolve().parent
+
+
+def _kernels_module(name: str):
+    """icml26_kernels.<name>: imported, or loaded by path from shared-kernels when this env does
+    not install icml26-kernels (the locked sync of some members leaves it out; same file)."""
+    try:
+        return importlib.import_module(f"icml26_kernels.{name}")
+    except ImportError:
+        path = HERE.parents[2] / f"shared-kernels/src/icml26_kernels/{name}.py"
+        spec = importlib.util.spec_from_file_location(f"_icml26_kernels_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+
+_ev = _kernels_module("evidence")
 
 
 def log(*a):
@@ -72,11 +101,8 @@ def log(*a):
 
 
 def interval(x) -> tuple[float, float, float]:
-    """Mean and a 95 % t-interval half-width of the paired differences ``x``."""
-    x = np.asarray(x, dtype=float)
-    t95 = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 8: 2.36, 10: 2.26}.get(len(x), 2.0)
-    half = t95 * x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else float("nan")
-    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+    """(mean, low, high): the exact 95% t-interval of the paired differences ``x``."""
+    return _ev.t_interval(x)
 
 
 def synthetic_dense(n_entities=200, degree=20, seed=0) -> KGData:
@@ -395,7 +421,14 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=2, help="processes (each one thread); numbers unchanged"
     )
+    parser.add_argument(
+        "--row-from", type=Path, help="print the row rebuilt from a stored results JSON"
+    )
     args = parser.parse_args()
+    if args.row_from:
+        print(json.dumps(summarise(resummarise(args.row_from)), ensure_ascii=False))
+        return
+    threads = _ev.pin_threads(1)  # one BLAS/OpenMP/torch thread; forked workers inherit it
     if args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
     _init_worker()  # tiny matmuls: threads only add overhead on 2 shared cores
@@ -462,6 +495,7 @@ def main() -> None:
         futs = [*seed_futs.values(), *free_futs.values(), *syn_futs.values()]  # submission order
         job_cpu = [f.result()[1] for f in futs]
     seconds = time.perf_counter() - t0
+    result_seconds = round(seconds, 1)
     serial = time.process_time()  # this process: imports, data, rows (it waits while jobs run)
     estimate = idle_wall_estimate(job_cpu, args.workers, serial)
     log(f"CPU: jobs {sum(job_cpu):.1f} s (largest {max(job_cpu):.1f} s), parent {serial:.1f} s; "
@@ -472,50 +506,163 @@ def main() -> None:
     result = dict(
         grid=rows,
         synthetic=syn,
-        seconds=seconds,
+        seconds=result_seconds,
         workers=args.workers,
         cpu_seconds=dict(jobs=sum(job_cpu), largest_job=max(job_cpu), parent=serial),
         idle_wall_estimate_s=estimate,
     )
     result["machine"] = machine()
+    result["threads"] = threads
+    result["evidence"] = summarise(result)["evidence"]
     with open(out, "w") as fh:
         json.dump(result, fh, indent=1)
 
-    # headline: cells with headroom (free linear at least 0.05 nats above the floor)
-    cells = [r for r in rows if r["headroom"] > 0.05]
+    print(json.dumps(summarise(result), ensure_ascii=False))
+    gc.unfreeze()
+
+
+# ------------------------------------------------------------------ the row, from the JSON
+
+PAIRED_KEYS = {  # row key -> (metric, baseline arm): every paired interval a grid row holds
+    "d_train_nll": ("train_nll", "linear"),
+    "d_train_mrr": ("train_mrr", "linear"),
+    "d_test_nll": ("test_nll", "linear"),
+    "d_test_mrr": ("test_mrr", "linear"),
+    "d_test_hits10": ("test_hits10", "linear"),
+    "d_eq_train_nll": ("train_nll", "linear_eq"),
+    "d_eq_test_mrr": ("test_mrr", "linear_eq"),
+    "d_eq_test_hits10": ("test_hits10", "linear_eq"),
+}
+HEADROOM_MIN = 0.05  # a cell has headroom when free-query linear is this far above the floor
+
+
+def resummarise(path: Path) -> dict:
+    """A stored results JSON with every paired interval recomputed from its per-seed values
+    (exact t quantiles; runs before issue 61 used a rounded t table)."""
+    result = json.loads(Path(path).read_text())
+    for r in result["grid"]:
+        arms = r["per_seed"]
+        for key, (metric, base) in PAIRED_KEYS.items():
+            r[key] = list(
+                interval([m[metric] - b[metric] for m, b in zip(arms["mos"], arms[base])])
+            )
+    result["evidence"] = summarise(result)["evidence"]
+    return result
+
+
+def _per_seed(cells: list[dict], arm: str, metric: str) -> np.ndarray:
+    """(seeds,) the arm's metric averaged over the cells, seed by seed."""
+    return np.mean([[s[metric] for s in r["per_seed"][arm]] for r in cells], axis=0)
+
+
+def summarise(result: dict) -> dict:
+    """The row from a run's results: test MRR of MoS against linear at >= MoS's parameters."""
+    rows = result["grid"]
+    cells = [r for r in rows if r["headroom"] > HEADROOM_MIN]
     if not cells:
         raise SystemExit("no cell with headroom above the NLL floor")
-    lin = float(np.mean([r["linear_train_nll"] for r in cells]))
-    mos = float(np.mean([r["mos_train_nll"] for r in cells]))
-    wins = sum(r["d_train_nll"][2] < 0 for r in cells)
-    mrr_up = sum(r["d_test_mrr"][1] > 0 for r in cells)
-    mrr_down = sum(r["d_test_mrr"][2] < 0 for r in cells)
-    eq_up = sum(r["d_eq_test_mrr"][1] > 0 for r in cells)
-    eq_down = sum(r["d_eq_test_mrr"][2] < 0 for r in cells)
+    n_seeds = len(cells[0]["seeds"])
+    where = (
+        f"{len(cells)} cells with headroom ({', '.join(sorted({r['dataset'] for r in cells}))}, "
+        f"d<={max(r['d'] for r in cells)})"
+    )
+    src = "the paper gives the direction only (no numbers retrieved)"
+    mrr_max = "MRR maximum 1.0"
+    comps = []
+
+    def pooled(name, metric, base, hr, hib):
+        ours, theirs = _per_seed(cells, "mos", metric), _per_seed(cells, base, metric)
+        return _ev.comparison(
+            name,
+            f"MoS - {base} {metric}, averaged over the {where}, paired over {n_seeds} seeds",
+            ours - theirs,
+            target=None,
+            target_source=src,
+            headroom=hr(float(theirs.mean())),
+            higher_is_better=hib,
+        )
+
+    head = pooled(
+        "test MRR, MoS vs linear at >= MoS's params (cell mean)",
+        "test_mrr",
+        "linear_eq",
+        lambda b: _ev.headroom(1.0, b, mrr_max),
+        True,
+    )
+    same_d = pooled(
+        "test MRR, MoS vs linear at equal d (cell mean)",
+        "test_mrr",
+        "linear",
+        lambda b: _ev.headroom(1.0, b, mrr_max),
+        True,
+    )
+    floor = float(np.mean([r["floor"] for r in cells]))
+    fit = pooled(
+        "train NLL, MoS vs linear at equal d (cell mean; the paper's fit claim)",
+        "train_nll",
+        "linear",
+        lambda b: _ev.headroom(floor, b, "train NLL floor sum n log n / sum n per cell, mean"),
+        False,
+    )
+    comps += [head, same_d, fit]
+    counts = {}
+    for key, metric, base in (
+        ("eq", "test_mrr", "linear_eq"),
+        ("mrr", "test_mrr", "linear"),
+        ("nll", "train_nll", "linear"),
+    ):
+        up = down = 0
+        for r in cells:
+            arms = r["per_seed"]
+            c = _ev.comparison(
+                f"{r['dataset']} d={r['d']}: {metric}, MoS vs {base}"
+                + (f" (d'={r['d_equal_params']})" if base == "linear_eq" else ""),
+                f"MoS - {base} {metric}, paired over seeds",
+                [m[metric] - b[metric] for m, b in zip(arms["mos"], arms[base])],
+                target=None,
+                target_source=src,
+                headroom=(
+                    _ev.headroom(1.0, r[f"{base}_{metric}"], mrr_max)
+                    if metric == "test_mrr"
+                    else _ev.headroom(r["floor"], r[f"{base}_{metric}"], "train NLL floor")
+                ),
+                higher_is_better=metric != "train_nll",
+            )
+            comps.append(c)
+            up += c["ci95"][0] > 0
+            down += c["ci95"][1] < 0
+        counts[key] = (up, down)
+
+    def iv(c, f=".3f"):
+        lo, hi = c["ci95"]
+        v = "unresolved" if not c["resolved"] else ("MoS higher" if c["diff"] > 0 else "MoS lower")
+        return f"{c['diff']:+{f}} [{lo:+{f}}, {hi:+{f}}] ({v})"
+
     free_wins = sum(r["free_mos"] <= r["free_linear"] for r in cells)
     overhead = max(r["overhead"] for r in cells)
-    print(
-        json.dumps(
-            {
-                "package": "kge-mos",
-                "claim": (
-                    f"DistMult, MoS (K={K_MOS}) vs linear output, {len(cells)} cells with headroom "
-                    f"({', '.join(sorted({r['dataset'] for r in cells}))}, d<="
-                    f"{max(r['d'] for r in cells)}; {len(args.seeds)} seeds; 95% CIs): train NLL "
-                    f"lower in {wins}/{len(cells)}; test MRR higher in {mrr_up}, lower in "
-                    f"{mrr_down}; vs linear at >= MoS's params test MRR higher in {eq_up}, lower "
-                    f"in {eq_down}; free-query MoS <= linear in {free_wins}/{len(cells)}; max "
-                    f"extra params {100 * overhead:.1f}%"
-                ),
-                "paper": "MoS improves NLL and MRR on dense graphs at low parameter cost (no numbers retrieved)",
-                "ours": round(mos, 4),
-                "baseline": round(lin, 4),
-                "ratio": round(mos / lin, 4),
-                "seconds": round(seconds, 1),
-            }
-        )
+    ours = float(_per_seed(cells, "mos", "test_mrr").mean())
+    base = float(_per_seed(cells, "linear_eq", "test_mrr").mean())
+    claim = (
+        f"DistMult, MoS (K={K_MOS}) vs linear output, {where}; {n_seeds} paired seeds, 95% CIs; "
+        f"ours/baseline = test MRR of MoS / of linear at >= MoS's params (d'), cell mean: "
+        f"{iv(head)}, per cell higher in {counts['eq'][0]}/{len(cells)}, lower in "
+        f"{counts['eq'][1]}/{len(cells)}; vs linear at equal d: test MRR {iv(same_d)}, per cell "
+        f"higher in {counts['mrr'][0]}, lower in {counts['mrr'][1]}; train NLL {iv(fit)}, per "
+        f"cell lower in {counts['nll'][1]}/{len(cells)} (more parameters buy fit); free-query MoS "
+        f"<= linear in {free_wins}/{len(cells)}; max extra params {100 * overhead:.1f}%"
     )
-    gc.unfreeze()
+    return {
+        "package": "kge-mos",
+        "claim": claim,
+        "paper": (
+            "MoS improves NLL and MRR on dense graphs at low parameter cost (no numbers retrieved)"
+        ),
+        "ours": round(ours, 4),
+        "baseline": round(base, 4),
+        "ratio": round(ours / base, 4),
+        "seconds": round(float(result["seconds"]), 1),
+        "evidence": _ev.evidence(comps),
+    }
 
 
 if __name__ == "__main__":
