@@ -328,6 +328,12 @@ def test_attention_kernels_real_shapes_gpu(dtype):
     )
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
     torch.testing.assert_close(got.double().cpu(), want, rtol=0, atol=tol)
+    # block_m=None: the autotuner's own pick (what bench_kernels and gpu_check time)
+    tuned = paged_prefill(
+        cd["q"], cd["k_new"], cd["v_new"], cd["k_pool"], cd["v_pool"], c["table"].cuda(), cfg,
+        prefer="triton",
+    )  # fmt: skip
+    torch.testing.assert_close(tuned.double().cpu(), want, rtol=0, atol=tol)
     q, k_pool, v_pool, table = decode_case(c64, cfg, 16)
     want_d = paged_decode_ref(q, k_pool, v_pool, table, cfg)
     got_d = paged_decode(
@@ -562,7 +568,6 @@ def _autotuned_config_params():
     return out
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the gpu-marked test covers the GPU")
 @pytest.mark.parametrize(("block_m", "warps", "stages"), _autotuned_config_params())
 def test_attention_prefill_autotuned_configs_forced_one_at_a_time(
     block_m, warps, stages, forced_prefill_config
@@ -575,8 +580,9 @@ def test_attention_prefill_autotuned_configs_forced_one_at_a_time(
     c = make_case(
         20, cfg, bs=16, h=2, h_kv=1, tq=150, doc_lens=((40, 17), (9,)), dtype=torch.float32
     )
-    args = (c["q"], c["k_new"], c["v_new"], c["k_pool"], c["v_pool"], c["table"], cfg)
-    got = paged_prefill(*args, prefer="triton")
+    d = to_dev(c)
+    args = (d["q"], d["k_new"], d["v_new"], d["k_pool"], d["v_pool"], d["table"], cfg)
+    got = paged_prefill(*args, prefer="triton").cpu()
     want = dense_attention(
         {k: (v.double() if torch.is_tensor(v) else v) for k, v in c.items()}
         | {

@@ -399,14 +399,22 @@ def test_row_and_expert_offsets_are_64_bit():
             assert "tl.load(Offsets" in src  # row bounds from the int64 offsets
 
 
+def _gpu_half_params():
+    """bf16 on every tile configuration with 4 warps and, for the row tiles the pruner keeps at
+    128-row blocks (64, 128), 8 warps; the autotuner's own pick in bf16 and fp16."""
+    out = [pytest.param(None, 4, dt, id=f"autotuned-{n}") for dt, n in _HALF_DTYPES]
+    for c in gpu_tile_configs():
+        for w in (4, 8) if c["BLOCK_R"] >= 64 else (4,):
+            out.append(pytest.param(c, w, torch.bfloat16, id=_cfg_id(c) + f"-w{w}-bf16"))
+    return out
+
+
+_HALF_DTYPES = ((torch.bfloat16, "bf16"), (torch.float16, "fp16"))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize(
-    ("config", "warps"),
-    [pytest.param(None, 4, id="autotuned")]
-    + [pytest.param(c, w, id=_cfg_id(c) + f"-w{w}") for c in gpu_tile_configs() for w in (4, 8)],
-)
+@pytest.mark.parametrize(("config", "warps", "dtype"), _gpu_half_params())
 def test_half_precision_tiles_on_the_gpu_match_the_fp32_reference(config, warps, dtype, activation):
     """The paper's dtype (bf16) and fp16 on real tensor cores, every tile configuration and
     both warp counts, and the autotuner's own pick, at a size the interpreter cannot afford.
