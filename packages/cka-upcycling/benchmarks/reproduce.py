@@ -209,6 +209,7 @@ def pretrain(name: str, seed: int, cfg: dict) -> tuple[dict, torch.Tensor, torch
 def run(args: tuple) -> dict:
     """One (sequence, arm, seed, lr, eval split) run; returns R, added params and plans."""
     name, arm, seed, lr, split, cfg = args
+    t_start = time.time()
     torch.set_num_threads(1)
     tasks = make_sequence(name)
     loss_fn = make_loss(name)
@@ -309,6 +310,14 @@ def run(args: tuple) -> dict:
         R[t] = [
             accuracy(model, name, tk[split]) if j <= t else np.nan for j, tk in enumerate(tasks)
         ]
+    if not os.environ.get("CKA_REPRO_QUIET"):  # progress per arm and seed (--quiet: none)
+        print(
+            f"[{name} {arm} seed {seed} lr {lr:g} {split}] avg acc "
+            f"{cl_metrics(np.nan_to_num(R, nan=0.0))['average_accuracy']:.3f}, "
+            f"{time.time() - t_start:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
     return {
         "seq": name,
         "arm": arm,
@@ -531,7 +540,13 @@ def _extension(data: dict) -> str:
     moved = ", ".join(
         f"{m} to {data['lr'][m.split('/')[0]][m.split('/')[1]]:g}" for m in ext["moved"]
     )
-    return f" after extending edge-optimum grids (moved: {moved})"
+    host, here = (ext.get("machine") or {}), (data.get("machine") or {})
+    other = ""
+    if isinstance(host, dict) and isinstance(here, dict):
+        a, b = host.get("cpu_capability"), here.get("cpu_capability")
+        if a and b and a != b:
+            other = f"; the extension ran on {a} kernels, the rest on {b}"
+    return f" after extending edge-optimum grids (moved: {moved}{other})"
 
 
 def make_row(full_data: dict, quick_data: dict) -> dict:
@@ -631,7 +646,10 @@ def extend_grid(data: dict, workers: int) -> dict:
         runs += pool_map(random_jobs(runs, rseqs, seeds, lrs, cfg), workers)
     out = {**data, "lr": lrs, "lr_grid": grids, "sweep": sweep, "runs": runs}
     out["summary"] = summarize(runs, seeds)
-    out["grid_extension"] = {"moved": sorted(f"{s}/{a}" for s, a in moved)}
+    out["grid_extension"] = {
+        "moved": sorted(f"{s}/{a}" for s, a in moved),
+        "machine": machine_info(),  # the extension's host: compare with data["machine"]
+    }
     return out  # fmt: skip
 
 
@@ -648,7 +666,10 @@ def main() -> None:
         "--extend-grid", action="store_true",
         help="extend the stored full run's lr grids past edge optima (reproduce.json)",
     )  # fmt: skip
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     a = ap.parse_args()
+    if a.quiet:
+        os.environ["CKA_REPRO_QUIET"] = "1"  # inherited by the spawned workers
     threads = pin_threads(1)  # every worker trains with one thread (torch.set_num_threads(1))
     if a.row_from:
         stored = {}
