@@ -88,8 +88,12 @@ RESULTS = HERE / "reproduce.json"
 PROJ_DIM = 2048
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 def interval(x):
@@ -511,7 +515,10 @@ def main():
         help="resummarise the stored reproduce.json and reproduce_full.json (no training) and "
         "rewrite the row, keeping the quick run's machine, time and seconds",
     )  # fmt: skip
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args()
+    global QUIET
+    QUIET = args.quiet
     threads = pin_threads(1)  # 2 threads on 2 shared cores is ~10x slower
     if args.row_from:
         quick = resummarise(RESULTS)
