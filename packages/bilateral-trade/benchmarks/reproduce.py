@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -100,6 +101,7 @@ def machine() -> dict | str:
 def job(args):
     """One (table, env, learner, seed) over every T: per-T records."""
     table, env_name, learner, seed, Ts, opt = args
+    t_start = time.time()
     env = ENVS[env_name]()
     rows = []
     for T in Ts:
@@ -116,6 +118,8 @@ def job(args):
                 "phase1_end": tr.phase_marks["explore_start"],
             }
         )
+    if not os.environ.get("BT_REPRO_QUIET"):  # progress per learner and seed (--quiet: none)
+        log(f"[{table} {env_name} {learner} seed {seed}] {time.time() - t_start:.1f}s")
     return (table, env_name, learner, seed), rows
 
 
@@ -249,7 +253,10 @@ def main():
         help="resummarise the stored reproduce_quick.json and reproduce.json (no learner runs) "
         "and rewrite the row, keeping the quick run's machine, time and seconds",
     )  # fmt: skip
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args()
+    if args.quiet:
+        os.environ["BT_REPRO_QUIET"] = "1"  # inherited by the worker processes
     threads = ev.pin_threads(1)  # each worker process is single-threaded numpy
     if args.row_from:
         quick = resummarise(HERE / "reproduce_quick.json")
