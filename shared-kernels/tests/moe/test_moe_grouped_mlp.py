@@ -275,13 +275,14 @@ def _rounded_ref(x, w1, w2, perm, dy, activation="gelu"):
 
 
 def half_precision_tolerance(dtype):
-    """Relative RMS error allowed against :func:`_rounded_ref`: eps_dtype / 16 (bf16: 2^-7 / 16
-    = 4.9e-4). What is left once the reference rounds like the kernel is fp32 accumulation
-    (~sqrt(n) eps_fp32 ~ 1e-6) and the rare one-ulp flips of a rounding that fp32 and fp64 put
-    on two sides of a tie-break boundary (measured: <= 3e-5 on dx, <= 6e-7 on dW, 0 on y, every
-    tile). A bf16 accumulator adds ~eps_bf16 / (2 sqrt 3) = 2.3e-3 per rounded K step (measured:
-    3.7e-3 to 6.1e-3 at 2-3 steps), a wrong stride or tile O(1): both far above."""
-    return torch.finfo(dtype).eps / 16
+    """Relative RMS error allowed against :func:`_rounded_ref`: eps_dtype / 8 (bf16: 2^-7 / 8
+    = 9.8e-4). What is left once the reference rounds like the kernel is fp32 accumulation
+    (~sqrt(n) eps_fp32 ~ 1e-6) and the rare one-ulp flips of a bf16 rounding (h, dPre, y) that
+    fp32 and fp64 put on two sides of a rounding boundary: heavy-tailed, measured over 30
+    seeded runs (R64 tiles, both activations) at median 1e-5, worst 3.7e-4 (2.6x below the
+    bound). A bf16 accumulator adds ~eps_bf16 / (2 sqrt 3) = 2.3e-3 per rounded K step
+    (measured: 3.7e-3 to 6.1e-3 at 2-3 steps, >= 3.8x above), a wrong stride or tile O(1)."""
+    return torch.finfo(dtype).eps / 8
 
 
 def _half_precision_errors(config, warps, activation, dtype, shape, device="cpu", seed=10):
@@ -352,9 +353,10 @@ def test_half_precision_tiles_match_a_reference_that_rounds_like_the_kernel(
     config, warps, activation, dtype, bf16_interpreter
 ):
     """bf16 / fp16 tokens, fp32 master weights, fp32 accumulation: y, dx, dW1, dW2 against the
-    rounding-aware fp64 reference, at eps_dtype / 16 relative RMS and one ulp max. Under the
+    rounding-aware fp64 reference, at eps_dtype / 8 relative RMS and one ulp max. Under the
     interpreter bf16 needs the conftest patch (its own bf16 dot is wrong by ~1e9 and its
-    fp32 -> bf16 cast truncates); on a GPU this is the compiled kernel."""
+    fp32 -> bf16 cast truncates); on a GPU this is the compiled kernel. Bound: eps_dtype / 8
+    relative RMS and one ulp max (:func:`half_precision_tolerance`)."""
     errs = _half_precision_errors(config, warps, activation, dtype, _HALF_SHAPE)
     _assert_within(errs, dtype, f"{config}, {warps} warps, {activation}, {dtype}")
 
@@ -362,13 +364,14 @@ def test_half_precision_tiles_match_a_reference_that_rounds_like_the_kernel(
 @pytest.mark.parametrize("activation", ["gelu", "swiglu"])
 def test_bf16_tolerance_catches_a_bf16_accumulator(activation, bf16_interpreter):
     """The planted mutant (conftest: every dot's fp32 accumulator rounded to bf16 after each K
-    step) must fail the check the kernel passes: measured RMS 3.7e-3 to 6.1e-3, 8x the bound
-    at the widest tiles (fewest K steps)."""
+    step) must fail the check the kernel passes: measured RMS 3.7e-3 to 6.1e-3 (5 seeds: mean
+    3.70e-3, 95% t-interval [3.67e-3, 3.74e-3] for gelu, the weakest), >= 3.8x the bound at
+    the widest tiles (fewest K steps)."""
     cfg = {"BLOCK_R": 64} | dict.fromkeys(_TILE_NAMES, 64)
     with bf16_interpreter.bf16_accumulator():
         errs = _half_precision_errors(cfg, 4, activation, torch.bfloat16, _HALF_SHAPE)
     tol = half_precision_tolerance(torch.bfloat16)
-    assert all(rms > 4 * tol for rms, _ in errs.values()), errs
+    assert all(rms > 2 * tol for rms, _ in errs.values()), errs
 
 
 def test_forced_tiles_restores_the_autotuner():
@@ -419,8 +422,8 @@ def test_half_precision_tiles_on_the_gpu_match_the_fp32_reference(config, warps,
     """The paper's dtype (bf16) and fp16 on real tensor cores, every tile configuration and
     both warp counts, and the autotuner's own pick, at a size the interpreter cannot afford.
     Reference: :func:`_rounded_ref` (fp64 arithmetic, rounded to the dtype where the kernel
-    rounds). Bound: :func:`half_precision_tolerance` = eps_dtype / 16 relative RMS (bf16: eps =
-    2^-7, so 4.9e-4) and one ulp max; a bf16 accumulator is ~10x above it (see
+    rounds). Bound: :func:`half_precision_tolerance` = eps_dtype / 8 relative RMS (bf16: eps =
+    2^-7, so 9.8e-4) and one ulp max; a bf16 accumulator is >= 3.8x above it (see
     test_bf16_tolerance_catches_a_bf16_accumulator). The earlier bound, 8 eps + 8 eps_fp32
     sqrt(n) = 6.3e-2 on max error against an unrounded fp32 reference, let such a mutant pass."""
     if not torch.cuda.is_available():
