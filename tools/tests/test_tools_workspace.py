@@ -87,11 +87,33 @@ def test_fairpyx_conflict_covers_every_other_member():
     listed = {
         other["package"] for pair in config["conflicts"] for other in pair[1:] if pair[0] == fairpyx
     }
-    others = {m.dist for m in workspace.discover(REPO)} - {"icml26-online-fair"}
+    # icml26-kernels is numpy-agnostic and stays out: listed, uv marks every dev-group dependency
+    # on it `extra == 'project-14-icml26-kernels'` and never installs it there (the next test)
+    others = {m.dist for m in workspace.discover(REPO)} - {"icml26-online-fair", "icml26-kernels"}
     assert listed == others, (
         "add to [tool.uv] conflicts in the root pyproject.toml: "
         f"{sorted(others - listed)}; drop: {sorted(listed - others)}"
     )
+
+
+def test_every_dev_group_dependency_on_kernels_is_installed():
+    """Each member's benchmarks import icml26_kernels.evidence through the dev group. With
+    icml26-kernels in a package-level conflict, uv locked those entries under a marker that no
+    sync satisfies, and the benchmarks failed with ModuleNotFoundError in every nox venv."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    lock = tomllib.loads((REPO / "uv.lock").read_text())
+    dead = []
+    for pkg in lock["package"]:
+        for dep in pkg.get("dev-dependencies", {}).get("dev", []):
+            if dep["name"] == "icml26-kernels" and "project-14-icml26-kernels" in dep.get(
+                "marker", ""
+            ):
+                dead.append(pkg["name"])
+    assert not dead, f"dev-group icml26-kernels never installed for {dead}"
 
 
 def test_unlocked_test_requirements_must_be_exact_pins(fake_repo):
