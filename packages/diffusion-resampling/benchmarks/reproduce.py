@@ -11,15 +11,19 @@ Metrics, each against the Kalman filter on the same data set (the official ones)
              particles and the Kalman filtering marginal at θ*;
   * grad_var (extra): trace of the covariance of ∇θ log p̂(y) at θ* across S filter seeds.
 
-Design: every method is tuned over its official sweep (run_lgssm.sh) on R_tune *held-out* data
-sets (own seeds), by ll_mse; the chosen setting is evaluated on R fresh data sets with the same
-filter seed for every method (paired). Reported: per-method means and paired differences
-(diffusion − baseline) ± standard errors across data sets. Sweeps: diffusion a = −1,
-T ∈ {1, 2, 3}, n_steps ∈ {4, 8, 16, 32}, Euler probability-flow ODE (--quick: n_steps ∈ {4, 8});
-soft α ∈ {.5, .7, .9}; Gumbel τ ∈ {.1, .3, .5}; OT ε ∈ {.4, .8, 1.6}; multinomial (not
-differentiable) for reference. Sizes (SIZES): --quick tunes on 8 sets (2 × 2 grid) and
-evaluates on 48 (2 × 2), 16 gradient seeds; the full run 16 (3 × 3), 100 (4 × 4), 50. Not run: the official L-BFGS parameter fits, the SDE /
-other-integrator diffusion variants.
+Design: every method is tuned on R_tune *held-out* data sets (own seeds) by ll_mse, over its
+official sweep (run_lgssm.sh) extended where the optimum sat on an edge (issue 61); the chosen
+setting is evaluated on R fresh data sets with the same filter seed for every method (paired).
+Reported: per-method means and paired differences (diffusion − baseline) with exact 95%
+t-intervals across data sets (icml26_kernels.evidence). Sweeps, the same in --quick and the
+full run: diffusion a = −1, T ∈ {.125, .25, .5, 1, 2, 3} × n_steps ∈ {4, 8, 16, 32, 64}, Euler
+probability-flow ODE; soft α ∈ {.5, .7, .9}; Gumbel τ ∈ {.1, .3, .5, .7, 1}; OT
+ε ∈ {.1, .2, .4, .8, 1.6}; multinomial (not differentiable) for reference. The row compares
+diffusion with the baseline of best held-out score (not chosen on the evaluation sets); its
+``evidence`` (tuning scores at every grid point, one comparison per baseline and metric) is
+rebuilt from the detailed JSON by ``--row-from``. Sizes (SIZES): --quick tunes on 8 sets (2 × 2
+grid) and evaluates on 48 (2 × 2), 16 gradient seeds; the full run 16 (3 × 3), 100 (4 × 4), 50.
+Not run: the official L-BFGS parameter fits, the SDE / other-integrator diffusion variants.
 
 Compilation is counted and amortised: each method configuration is compiled once for a fixed
 batch of CHUNK (hyper-parameter, data set) pairs, and the same executable serves the tuning and
@@ -72,19 +76,49 @@ from icml26_diffusion_resampling import (  # noqa: E402
     soft_resample,
 )
 
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _kernels_module(name: str):
+    """icml26_kernels.<name>: imported, or loaded by path from shared-kernels when this env does
+    not install icml26-kernels (the locked sync of some members leaves it out; same file)."""
+    try:
+        return importlib.import_module(f"icml26_kernels.{name}")
+    except ImportError:
+        path = HERE.parents[2] / f"shared-kernels/src/icml26_kernels/{name}.py"
+        spec = importlib.util.spec_from_file_location(f"_icml26_kernels_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+
+_ev = _kernels_module("evidence")
+comparison, evidence, headroom, pin_threads, tuned = (
+    _ev.comparison,
+    _ev.evidence,
+    _ev.headroom,
+    _ev.pin_threads,
+    _ev.tuned,
+)
+
 MODEL = LinearGaussianSSM()
 THETA_TRUE = jnp.array([0.5, 1.0])
 N_PARTICLES, N_STEPS = 32, 128
 CHUNK = 8  # (hyper-parameter, data set) pairs per compiled call
-QUICK_STEPS = (4, 8)  # diffusion n_steps swept in --quick (official: 4, 8, 16, 32)
+# diffusion n_steps: the official sweep 4..32 (in --quick too) and 64; T: official 1, 2, 3 and
+# 0.125..0.5 (quick runs picked T = 1 of {1, 2, 3}, then T = 0.5 at 32 steps of {.5, 1, 2, 3}
+# x {4, .., 32}: each an edge, so both grids were extended)
+STEPS = (4, 8, 16, 32, 64)
+T_GRID = (0.125, 0.25, 0.5, 1.0, 2.0, 3.0)
+SOFT_GRID = (0.5, 0.7, 0.9)
+GUMBEL_GRID = (0.1, 0.3, 0.5, 0.7, 1.0)  # official .1, .3, .5; τ = .5 was the top
+OT_GRID = (0.1, 0.2, 0.4, 0.8, 1.6)  # official .4, .8, 1.6; ε = .4 was the bottom
 # R_tune held-out tuning sets (grid G_tune), R evaluation sets (grid G), S gradient seeds
 SIZES = {
     True: dict(R_tune=8, G_tune=2, R=48, G=2, S=16),
     False: dict(R_tune=16, G_tune=3, R=100, G=4, S=50),
 }
-
-
-HERE = pathlib.Path(__file__).resolve().parent
 
 
 def log(*a):
@@ -97,14 +131,14 @@ def lgssm(theta):
 
 
 def methods(quick):
-    """name -> list of (label, static config, traced hyper-parameter)."""
-    steps = QUICK_STEPS if quick else (4, 8, 16, 32)
-    diff = [(f"T={T:g},steps={s}", ("diffusion", s), T) for s in steps for T in (1.0, 2.0, 3.0)]
+    """name -> list of (label, static config, traced hyper-parameter); the same grids in
+    --quick and the full run (only the data sizes differ)."""
+    diff = [(f"T={T:g},steps={s}", ("diffusion", s), T) for s in STEPS for T in T_GRID]
     return {
         "diffusion": diff,
-        "soft": [(f"alpha={v}", ("soft", 0), v) for v in (0.5, 0.7, 0.9)],
-        "gumbel": [(f"tau={v}", ("gumbel", 0), v) for v in (0.1, 0.3, 0.5)],
-        "ot": [(f"eps={v}", ("ot", 0), v) for v in (0.4, 0.8, 1.6)],
+        "soft": [(f"alpha={v}", ("soft", 0), v) for v in SOFT_GRID],
+        "gumbel": [(f"tau={v}", ("gumbel", 0), v) for v in GUMBEL_GRID],
+        "ot": [(f"eps={v}", ("ot", 0), v) for v in OT_GRID],
         "multinomial": [("-", ("multinomial", 0), 0.0)],
     }
 
@@ -294,9 +328,19 @@ def mean_se(v):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="reduced sizes (about 1 min, 2 cores)")
+    ap.add_argument("--quick", action="store_true", help="reduced sizes (about 2 min, 2 cores)")
     ap.add_argument("--workers", type=int, default=2, help="processes (1: serial, in-process)")
+    ap.add_argument(
+        "--row-from",
+        type=pathlib.Path,
+        help="print the row rebuilt from a stored detailed JSON (no rerun)",
+    )
     args = ap.parse_args()
+    if args.row_from:
+        print(json.dumps(row_from(args.row_from), ensure_ascii=False))
+        return
+    # one BLAS/OpenMP thread per process (XLA is single-threaded above); workers inherit it
+    threads = pin_threads(1)
     t0, c0 = time.time(), time.process_time()
     sizes = SIZES[args.quick]
     log(
@@ -328,6 +372,7 @@ def main():
             ll_bias=mean_se(e["ll_bias"]),
             kl=mean_se(e["kl"]),
             bures=mean_se(e["bures"]),
+            per_set={k: v.tolist() for k, v in e.items()},
         )
         if "grad_var" in d:
             results[name]["grad_var"] = d["grad_var"]
@@ -338,44 +383,20 @@ def main():
             }
     results["kalman_grad"] = by_name["diffusion"]["kalman_grad"]
     for name in names:
-        log(name, json.dumps(results[name]))
+        log(name, json.dumps({k: v for k, v in results[name].items() if k != "per_set"}))
 
-    baselines = ("soft", "gumbel", "ot")
-    best_base = min(baselines, key=lambda b: results[b]["ll_rmse"])
-    verdicts = {}
-    for b in baselines:
-        verdicts[b] = {}
-        for m in ("ll_mse", "kl", "bures"):
-            d, se = results[b]["diff_vs_diffusion"][m]
-            verdicts[b][m] = "tie" if abs(d) <= 2 * se else ("diffusion" if d < 0 else b)
-    ours, base = results["diffusion"]["ll_rmse"], results[best_base]["ll_rmse"]
-    d, se = results[best_base]["diff_vs_diffusion"]["ll_mse"]
-    R = sizes["R"]
-    line = {
-        "package": "diffusion-resampling",
-        "claim": (
-            f"official LGSSM (H=θ2, Q=1, float64), N=32, K=128, {R} paired data sets: "
-            f"log-likelihood RMSE vs Kalman, diffusion vs best tuned baseline ({best_base}); "
-            f"paired MSE difference {d:.2f} ± {se:.2f} ({verdicts[best_base]['ll_mse']})"
-        ),
-        "paper": (
-            "Sec. 5 LGSSM: diffusion resampling beats soft, Gumbel and OT resampling "
-            "on loss RMSE, KL, Bures and parameter estimation (tables not retrieved)"
-        ),
-        "ours": round(ours, 4),
-        "baseline": round(base, 4),
-        "ratio": round(ours / base, 4),
-        "seconds": round(time.time() - t0, 1),
-    }
+    seconds = round(time.time() - t0, 1)
     cpu_children = sum(t["cpu_s"]["compile"] + t["cpu_s"]["run"] for t in timing.values())
     full = dict(
-        line,
+        package="diffusion-resampling",
+        seconds=seconds,
         quick=args.quick,
         sizes=sizes,
         chunk=CHUNK,
         workers=args.workers,
+        threads=threads,
         timing=dict(
-            wall_s=line["seconds"],
+            wall_s=seconds,
             cpu_s=round(time.process_time() - c0 + children_cpu(), 1),
             main_process_cpu_s=round(time.process_time() - c0, 1),
             methods_cpu_s=round(cpu_children, 1),
@@ -384,12 +405,167 @@ def main():
         ),
         tuning=tuning,
         results=results,
-        verdicts=verdicts,
         machine=machine(),
     )
     name = "reproduce_quick.json" if args.quick else "reproduce.json"
-    (HERE / name).write_text(json.dumps(full, indent=1))
+    (HERE / name).write_text(json.dumps(full, indent=1))  # the raw run first, then the row
+    line = summarise(full)
+    # the detailed JSON holds every value the row's evidence is built from (tuning scores at
+    # every grid point, per-set metrics); the evidence object itself lives in the row, since
+    # an edge owned by edge_note needs the row's claim (``--row-from`` rebuilds it)
+    summary = {k: v for k, v in line.items() if k != "evidence"}
+    full = dict(summary, **{k: v for k, v in full.items() if k not in summary})
+    (HERE / name).write_text(json.dumps(full, indent=1, ensure_ascii=False))
     print(json.dumps(line))
+
+
+# ------------------------------------------------------------------ the row, from the JSON
+
+METRICS = {  # metric -> (label in the claim, printed decimals)
+    "ll_mse": ("LL MSE", 2),
+    "kl": ("KL", 4),
+    "bures": ("Bures", 4),
+}
+
+
+def _grid_point(label: str) -> dict[str, float]:
+    """'T=1,steps=8' -> {'T': 1.0, 'steps': 8.0}; 'eps=0.4' -> {'eps': 0.4}."""
+    return {k: float(v) for k, v in (kv.split("=") for kv in label.split(","))}
+
+
+def tuning_evidence(tuning: dict) -> list[dict]:
+    """One ``tuned`` entry per hyper-parameter per arm, validation LL MSE at every grid point.
+
+    Diffusion's grid is the product T × n_steps: each parameter's entry is the profile through
+    the joint optimum (the scores over T at the chosen n_steps, and over n_steps at the chosen
+    T), so its chosen value is the joint argmin.
+    """
+    out = []
+    objective = "mean LL MSE vs Kalman on the held-out tuning sets (lower is better)"
+    for arm, scores in tuning.items():
+        points = {lab: _grid_point(lab) for lab in scores if lab != "-"}
+        if not points:
+            continue  # multinomial: nothing to tune
+        best = min(points, key=lambda lab: scores[lab])
+        for param in points[best]:
+            rest = {k: v for k, v in points[best].items() if k != param}
+            line = [lab for lab, pt in points.items() if all(pt[k] == v for k, v in rest.items())]
+            line.sort(key=lambda lab: points[lab][param])
+            grid = [points[lab][param] for lab in line]
+            grid = [int(g) if param == "steps" else g for g in grid]
+            d = tuned(
+                arm,
+                param,
+                grid,
+                [scores[lab] for lab in line],
+                objective=objective,
+                higher_is_better=False,
+            )
+            if arm == "soft" and param == "alpha" and d["chosen"] == max(grid):
+                d["hard_bound"] = "alpha <= 1 (alpha = 1 is multinomial resampling)"
+            out.append(d)
+    return out
+
+
+def summarise(full: dict) -> dict:
+    """The row (claim, ours/baseline/ratio, evidence) from a run's detailed JSON.
+
+    ours/baseline/ratio: diffusion's and the best tuned baseline's mean LL MSE on the
+    evaluation sets (the statistic the paired difference tests; ratio = ours/baseline). The
+    baseline compared is the one with the best held-out tuning score.
+    """
+    res, tuning, sizes = full["results"], full["tuning"], full["sizes"]
+    baselines = ("soft", "gumbel", "ot")
+    best_base = min(baselines, key=lambda b: min(tuning[b].values()))
+    ev_d = {m: np.asarray(res["diffusion"]["per_set"][m]) for m in METRICS}
+    comps, parts = [], []
+    for b in baselines:
+        ev_b = {m: np.asarray(res[b]["per_set"][m]) for m in METRICS}
+        for m, (label, dec) in METRICS.items():
+            c = comparison(
+                f"diffusion - {b}: {label}",
+                f"paired difference of the per-data-set {label} vs the Kalman filter "
+                "(diffusion - baseline; negative: diffusion better)",
+                ev_d[m] - ev_b[m],
+                target=None,
+                target_source="the paper states the direction only (its tables were not "
+                "retrieved): diffusion beats soft, Gumbel and OT",
+                headroom=headroom(
+                    0.0, float(ev_b[m].mean()), f"{label} = 0: the exact Kalman filter"
+                ),
+                unit="nats^2" if m == "ll_mse" else "",
+                higher_is_better=False,
+            )
+            comps.append(c)
+            if b == best_base:
+                lo, hi = c["ci95"]
+                if not c["resolved"]:
+                    verdict = "unresolved"
+                elif hi < 0:
+                    verdict = "diffusion better"
+                else:
+                    verdict = f"{b} better, against the paper"
+                parts.append(
+                    f"{label} {c['diff']:+.{dec}f} [{lo:+.{dec}f}, {hi:+.{dec}f}] ({verdict})"
+                )
+    tune = tuning_evidence(tuning)
+    edges = [
+        t
+        for t in tune
+        if t["hard_bound"] is None and t["chosen"] in (min(t["grid"]), max(t["grid"]))
+    ]
+    for t in edges:
+        t["edge_note"] = (
+            f"{t['arm']}.{t['param']} = {t['chosen']} is the edge of the grid {t['grid']}, "
+            "extended twice in issue 61 (each time the optimum moved to the new edge; the "
+            "held-out score still improves toward it); not extended again on shared cores "
+            "before the deadline, so this arm is reported at its grid edge, not as tuned"
+        )
+    ours = float(ev_d["ll_mse"].mean())
+    base = float(np.mean(res[best_base]["per_set"]["ll_mse"]))
+    R = sizes["R"]
+    edge_arms = {t["arm"] for t in edges}
+    diff_desc = res["diffusion"]["setting"]
+    if "diffusion" in edge_arms:
+        diff_desc += (
+            ", at a grid edge: held-out LL MSE still falls toward it, so not tuned to its optimum"
+        )
+        if "grad_var" in res["diffusion"]:
+            diff_desc += (
+                f"; gradient variance {res['diffusion']['grad_var']:.0f} vs "
+                f"{best_base}'s {res[best_base].get('grad_var', float('nan')):.0f}"
+            )
+    base_desc = res[best_base]["setting"] + (", grid edge" if best_base in edge_arms else "")
+    interior = not any(t["arm"] != "diffusion" for t in edges)
+    claim = (
+        f"official LGSSM (H=θ2, Q=1, float64), N=32, K=128, {R} paired data sets: diffusion "
+        f"({diff_desc}) vs the best baseline on held-out sets ({best_base}, {base_desc}"
+        + ("; every baseline's optimum interior" if interior else "")
+        + f"); ours/baseline = mean LL MSE vs Kalman; paired diffusion - {best_base}, 95% CI: "
+        + "; ".join(parts)
+    )
+    if edges:
+        claim += "; grid edge: " + ", ".join(
+            f"{t['arm']} {t['param']}={t['chosen']}" for t in edges
+        )
+    return {
+        "package": "diffusion-resampling",
+        "claim": claim,
+        "paper": (
+            "Sec. 5 LGSSM: diffusion resampling beats soft, Gumbel and OT resampling "
+            "on loss RMSE, KL, Bures and parameter estimation (tables not retrieved)"
+        ),
+        "ours": round(ours, 4),
+        "baseline": round(base, 4),
+        "ratio": round(ours / base, 4),
+        "seconds": full["seconds"],
+        "evidence": evidence(comps, tune),
+    }
+
+
+def row_from(path: pathlib.Path) -> dict:
+    """Rebuild the row from a stored detailed JSON without rerunning anything."""
+    return summarise(json.loads(path.read_text()))
 
 
 if __name__ == "__main__":
