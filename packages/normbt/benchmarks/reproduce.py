@@ -24,6 +24,11 @@ collapse check, and per-pair gradient statistics (head weights vs all parameters
 
     python benchmarks/reproduce.py --quick        # the committed table (reproduce.json)
     python benchmarks/reproduce.py --tune         # re-tune the learning rates (slow)
+    python benchmarks/reproduce.py --row-from benchmarks/reproduce.json   # no training:
+        # resummarise the stored run (statistics, evidence) and print its row
+Statistics (t-intervals, MDE) come from ``icml26_kernels.evidence``; the row carries an
+``evidence`` object: the paired NormBT - BT comparisons in points and every arm's lr grid with
+its validation accuracy at each point.
 Progress goes to stderr; the last stdout line is one JSON object.
 """
 
@@ -31,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
@@ -41,6 +45,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from icml26_kernels.evidence import comparison, evidence, headroom, pin_threads, t_interval, tuned
 
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "reproduce_config.json"
@@ -54,7 +59,6 @@ ARMS = {
     "clipped": {"normbt_clip": 2.0},
     "inv_d_no_m": {"normbt_fixed_m": 1.0},
 }
-T_975 = {4: 2.776, 9: 2.262, 11: 2.201, 19: 2.093}  # Student t quantiles by degrees of freedom
 
 
 def log(*a):
@@ -368,12 +372,12 @@ def run_jobs(jobs, workers, n_train):
 # summary
 # ---------------------------------------------------------------------------------------------
 def ci(x):
+    """(mean, 95% t half-width) over seeds (icml26_kernels.evidence; one seed: no interval)."""
     x = np.asarray(x, dtype=float)
-    n = len(x)
-    if n < 2:
+    if len(x) < 2:
         return float(x.mean()), float("nan")
-    t = T_975.get(n - 1, 1.96)
-    return float(x.mean()), float(t * x.std(ddof=1) / math.sqrt(n))
+    m, lo, hi = t_interval(x)
+    return m, (hi - lo) / 2
 
 
 def summarize(rows, arms, seeds):
@@ -507,10 +511,23 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--table", action="store_true", help="only rewrite README from reproduce.json")
     p.add_argument("--out", type=Path, default=None, help="write the full JSON here instead")
+    p.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no training: resummarise a stored run JSON in place and print its row",
+    )
     args = p.parse_args()
     if args.table:
         write_readme(json.loads(RESULTS.read_text()))
         return
+    if args.row_from is not None:
+        path = args.row_from.resolve()
+        full = resummarise(json.loads(path.read_text()), json.loads(CONFIG.read_text()))
+        path.write_text(json.dumps(full, indent=1) + "\n")
+        print(json.dumps(headline_row(full)))
+        return
+    threads = pin_threads(1)  # this process; the spawned workers inherit the env variables
     cfg = json.loads(CONFIG.read_text())
     a = dict(cfg["setup"])
     t0 = time.time()
@@ -559,7 +576,6 @@ def main():
         )
     summary = summarize(rows, arms, seeds)
     log(f"cpu seconds: {cpu_total(cpu0):.1f} (tuning {cpu_tune:.1f}); wall {time.time() - t0:.1f}")
-    nb, bt = summary["normbt"], summary["bt"]
     seconds = time.time() - t0
     full = {
         "package": "normbt",
@@ -570,26 +586,99 @@ def main():
         "per_run": {f"{arm}/{s}": rows[(arm, s)] for arm, s in rows},
         "seconds": round(seconds, 1),
         "cpu_seconds": round(cpu_total(cpu0), 1),
+        "threads": threads,
     }
+    full["evidence"] = build_evidence(full, cfg)
     out = args.out or (RESULTS if args.quick else HERE / "reproduce_full.json")
     out.write_text(json.dumps(full, indent=1) + "\n")
-    fd, fh = nb["fine_diff_vs_bt_points"]
-    cd, chh = nb["coarse_diff_vs_bt_points"]
-    row = {
+    print(json.dumps(headline_row(full)))
+
+
+PAPER_TARGET = 5.0  # "over 5% gain on RewardBench Reasoning" (fine-grained pairs), in points
+
+
+def _per_seed(full: dict) -> tuple[list[int], dict]:
+    seeds = sorted({int(k.split("/")[1]) for k in full["per_run"]})
+    return seeds, {(k.split("/")[0], int(k.split("/")[1])): v for k, v in full["per_run"].items()}
+
+
+def build_evidence(full: dict, cfg: dict) -> dict:
+    """The row's evidence: NormBT - BT on fine and coarse pairs (points, paired over seeds; the
+    test pairs are the same for every seed, so the interval is over training randomness), and
+    each arm's lr grid with the validation accuracy at every point (``--tune``'s table)."""
+    seeds, rows = _per_seed(full)
+    bt_fine = 100 * float(np.mean([rows[("bt", s)]["fine"] for s in seeds]))
+    bt_coarse = 100 * float(np.mean([rows[("bt", s)]["coarse"] for s in seeds]))
+    comps = []
+    for key, target, bt_acc in (("fine", PAPER_TARGET, bt_fine), ("coarse", None, bt_coarse)):
+        comps.append(
+            comparison(
+                f"normbt - bt, {key} pairs",
+                f"test accuracy on {key} pairs (%), NormBT - BT, paired over seeds",
+                [100 * (rows[("normbt", s)][key] - rows[("bt", s)][key]) for s in seeds],
+                target=target,
+                target_source=(
+                    "paper: over 5% gain on RewardBench Reasoning (fine-grained pairs)"
+                    if target is not None
+                    else "paper gives no number for coarse pairs"
+                ),
+                headroom=headroom(
+                    100.0, bt_acc, f"metric maximum 100% minus BT's mean {key}-pair accuracy"
+                ),
+                unit="points",
+            )
+        )
+    grid, val = cfg["lr_grid"], cfg["tuning_val_accuracy"]
+    objective = f"validation overall accuracy, mean over {cfg['tune_seeds']} tuning seeds"
+    tuning = [
+        tuned(
+            arm,
+            "lr",
+            grid,
+            [val[arm][str(lr)] for lr in grid],
+            objective=objective,
+            chosen=full["lr"][arm],
+        )
+        for arm in full["lr"]
+    ]
+    return evidence(comps, tuning)
+
+
+def resummarise(full: dict, cfg: dict) -> dict:
+    """A stored run's statistics and evidence recomputed from its per-run results."""
+    seeds, rows = _per_seed(full)
+    out = {**full, "summary": summarize(rows, list(full["lr"]), seeds)}
+    out["evidence"] = build_evidence(out, cfg)
+    return out
+
+
+def _fmt(c: dict) -> str:
+    lo, hi = c["ci95"]
+    text = f"{c['diff']:+.1f} [{lo:+.1f}, {hi:+.1f}] pts"
+    unresolved = not c["resolved"] or (c["seeds_for_target"] or 0) > c["n"]
+    return text + (" unresolved" if unresolved else "")
+
+
+def headline_row(full: dict) -> dict:
+    nb, bt = full["summary"]["normbt"], full["summary"]["bt"]
+    comps = {c["name"]: c for c in full["evidence"]["comparisons"]}
+    fine, coarse = comps["normbt - bt, fine pairs"], comps["normbt - bt, coarse pairs"]
+    return {
         "package": "normbt",
         "claim": (
             f"NormBT vs BT fine-pair accuracy (%), tiny Llama RM via NormBTRewardTrainer, "
-            f"{len(seeds)} paired seeds; fine {fd:+.1f} ± {fh:.1f} pts, coarse {cd:+.1f} ± {chh:.1f} pts "
-            f"(95% CI); head-update distance slope BT {bt['head_slope'][0]:.2f} vs "
-            f"NormBT {nb['head_slope'][0]:.2f}, all-params {bt['full_slope'][0]:.2f} vs {nb['full_slope'][0]:.2f}"
+            f"{full['seeds']} paired seeds; fine {_fmt(fine)}, coarse {_fmt(coarse)} "
+            f"(95% t-intervals; lr tuned per arm on validation); head-update distance slope BT "
+            f"{bt['head_slope'][0]:.2f} vs NormBT {nb['head_slope'][0]:.2f}, all-params "
+            f"{bt['full_slope'][0]:.2f} vs {nb['full_slope'][0]:.2f}"
         ),
         "paper": "over 5% gain on RewardBench Reasoning (fine-grained pairs)",
         "ours": round(100 * nb["fine"][0], 2),
         "baseline": round(100 * bt["fine"][0], 2),
         "ratio": round(nb["fine"][0] / bt["fine"][0], 4),
-        "seconds": round(seconds, 1),
+        "seconds": full["seconds"],
+        "evidence": full["evidence"],
     }
-    print(json.dumps(row))
 
 
 if __name__ == "__main__":
