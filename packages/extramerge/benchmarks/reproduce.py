@@ -48,7 +48,6 @@ import sys
 import time
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -61,28 +60,15 @@ from icml26_extramerge import (
     rank1_report,
     sma,
 )
+from icml26_kernels.evidence import (
+    comparison,
+    evidence,
+    headroom,
+    pin_threads,
+    t_interval,
+    tuned,
+)
 from torch import nn
-
-try:
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        pin_threads,
-        t_interval,
-        tuned,
-    )
-except ModuleNotFoundError:  # an env synced without the workspace's icml26-kernels: the
-    # benchmarks run from the repository (they ship in no wheel), so its source tree is here
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "shared-kernels" / "src"))
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        pin_threads,
-        t_interval,
-        tuned,
-    )
 
 # SMA windows (checkpoints). issue 61: (2, 4, 8, 12, 16, 24) left the window on its upper edge in
 # 13 of the scale study's 16 runs; the grid now runs up to n_ckpt - 1, the largest window whose SMA

@@ -56,6 +56,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from icml26_kernels import evidence as ev
 from icml26_skillmoe import (
     BatchScheduler,
     KeywordMapper,
@@ -80,13 +81,6 @@ from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import GaussianNB
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.tree import DecisionTreeClassifier
-
-try:
-    from icml26_kernels import evidence as ev
-except ModuleNotFoundError:  # an env synced without the workspace's icml26-kernels: the
-    # benchmarks run from the repository (they ship in no wheel), so its source tree is here
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "shared-kernels" / "src"))
-    from icml26_kernels import evidence as ev
 
 HERE = Path(__file__).resolve().parent
 N_EXPERTS, N_CLASSES, K = 16, 10, 3
