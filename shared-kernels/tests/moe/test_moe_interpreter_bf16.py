@@ -68,3 +68,24 @@ def test_bf16_accumulator_mutant_is_live(bf16_interpreter):
     with bf16_interpreter.bf16_accumulator():
         err, _ = _run(torch.bfloat16)
     assert 1e-4 < err < 1e-2, err
+
+
+def test_the_guard_refuses_an_unverified_triton_or_a_changed_api(monkeypatch):
+    """A Triton outside the verified versions, or a create_dot with another signature, gets no
+    patch: the bf16 tests then skip with this reason instead of running on a guess."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "conftest.py"
+    spec = importlib.util.spec_from_file_location("_kernels_conftest_copy", path)
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    monkeypatch.setattr(triton, "__version__", "9.9.0")
+    builder, reason = conf._guard()
+    assert builder is None and "found 9.9.0" in reason and "VERIFIED" in reason
+    monkeypatch.setattr(triton, "__version__", "3.9.0")
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", lambda self, a, b, d: None)
+    builder, reason = conf._guard()
+    assert builder is None and "create_dot changed" in reason
