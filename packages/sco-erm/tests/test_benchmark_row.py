@@ -1,0 +1,94 @@
+"""The results row's intervals are the evidence module's (issue 61), and it says what its JSON says.
+
+Every Wilson interval the claim prints is a comparison in ``evidence`` (``interval=``, ``n=``,
+``sd=`` the Bernoulli SD), computed by icml26_kernels.evidence with the exact normal quantile
+(no hand-written 1.96); A's reference is the closed form (``headroom_note``), B's [recon]
+control has the oracle arm as its measured ceiling. Skipped in an installed wheel.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.skipif(
+    not (BENCH / "reproduce_quick.json").is_file(), reason="benchmarks not shipped"
+)
+PROVENANCE = ("machine", "measured", "seconds", "cpu_seconds", "load_avg_at_start")
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return _load(BENCH / "reproduce.py", "_sco_erm_reproduce")
+
+
+@pytest.fixture(scope="module")
+def stored():
+    return json.loads((BENCH / "reproduce_quick.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def row():
+    return json.loads((BENCH / "reproduce_row.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def lint():
+    return _load(ROOT / "tools" / "evidence_lint.py", "_evidence_lint_sco")
+
+
+def test_committed_row_is_the_stored_run_summarised(bench, stored, row):
+    rebuilt = json.loads(json.dumps(bench.summarise(stored)))
+    strip = lambda r: {k: v for k, v in r.items() if k not in PROVENANCE}
+    assert strip(rebuilt) == strip(row)
+    assert stored["evidence"] == row["evidence"]
+
+
+def test_wilson_intervals_are_the_modules(bench, stored, row):
+    ev = _load(ROOT / "shared-kernels/src/icml26_kernels/evidence.py", "_ev_sco")
+    comps = {c["name"]: c for c in row["evidence"]["comparisons"]}
+    for r in stored["feldman"]:
+        c = comps[f"A m={r['m']}: P(an ERM with excess 1/4 exists)"]
+        p, lo, hi = ev.wilson(r["hits"], r["n"])
+        assert (c["diff"], *c["ci95"]) == pytest.approx((p, lo, hi), abs=1e-12)
+        assert c["n"] == r["n"] and c["paired_sd"] == pytest.approx(math.sqrt(p * (1 - p)))
+        assert c["headroom"] is None and "closed form" in c["headroom_note"]
+        assert c["closed_form_in_ci95"] == (lo <= r["p_exact"] <= hi)
+        assert r["ci95"] == pytest.approx([lo, hi], abs=1e-12)  # the JSON's own rows agree
+    pooled = next(c for c in row["evidence"]["comparisons"] if c["name"].startswith("B pooled"))
+    n = sum(r["recon"]["n"] for r in stored["unique_erm"])
+    assert pooled["n"] == n and pooled["ci95"] == pytest.approx(list(ev.wilson(0, n)[1:]))
+    assert pooled["resolved"] is False and pooled["target"] == 0.5
+    assert pooled["headroom"]["value"] > 0.5  # the oracle arm shows the certificate can fire
+
+
+def test_the_claim_prints_the_evidence_and_the_lint_agrees(row, lint):
+    assert lint.check_row(row, "row") == []
+    assert lint.check_source(BENCH / "reproduce.py", "reproduce.py") == []
+    assert "unresolved" in row["claim"]
+    bad = copy.deepcopy(row)  # the old hand-rolled interval with a rounded bound
+    bad["claim"] = bad["claim"].replace("[0.577, 0.708]", "[0.577, 0.709]")
+    assert any("no comparison has that 95% CI" in p for p in lint.check_row(bad, "row"))
+
+
+def test_a_hand_rolled_wilson_is_caught(tmp_path, lint):
+    src = (BENCH / "reproduce.py").read_text()
+    planted = src.replace("def wilson(k: int, n: int)", "def wilson(k: int, n: int, z=1.96)")
+    (tmp_path / "reproduce.py").write_text(planted)
+    assert any("1.96" in p for p in lint.check_source(tmp_path / "reproduce.py", "x"))
