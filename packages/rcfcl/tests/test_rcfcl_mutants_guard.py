@@ -61,3 +61,64 @@ def test_tolerance_changes_the_decision_on_a_known_auc():
     assert rep.per_class[0]["auc"] == a  # the same statistic
     assert not rep.drift and rep.p_value > 0.5
     assert rep.magnitude == strict.magnitude  # the tolerance moves the test, not the magnitude
+
+
+def test_kd_term_is_lambda_t_squared_times_the_kl_at_temperature_t(monkeypatch):
+    """Each local step with replay adds lambda T^2 KL(softmax(teacher/T) || softmax(student/T)).
+
+    The KL is replaced by a constant K (no gradient, so the trajectory is the same for every K):
+    the loss handed to autograd then moves by exactly lambda T^2 K between K = 0 and K = 1. The
+    KL's arguments are the student's log-probabilities and the teacher's probabilities, both at
+    temperature T (each row normalised; the target is not the student's)."""
+    import torch
+    from icml26_rcfcl import RCFCLConfig, load_digits_xy, local_update
+    from icml26_rcfcl import rcfcl as rc
+    from icml26_rcfcl.rcfcl import init_params
+
+    x, y = load_digits_xy()
+    keep = np.isin(y, [0, 1, 2, 3])
+    x, y = x[keep][:120], y[keep][:120]
+    cfg = RCFCLConfig(
+        gen_epochs=0, local_epochs=1, weighting=False, detect=False, kd=0.7, kd_temperature=3.0
+    )
+    params = init_params(cfg, seed=0)
+    kw = dict(seen_classes=[0, 1, 2, 3], old_classes=[0, 1], seed=3, cfg=cfg)
+    mask = np.isin(y, [2, 3])
+
+    def run(k_value):
+        losses, seen = [], []
+        real_grad = torch.autograd.grad
+
+        def fake_kl(inp, target, reduction="mean", **kwargs):
+            seen.append((inp.detach().clone(), target.detach().clone(), inp.requires_grad,
+                         target.requires_grad))  # fmt: skip
+            return torch.tensor(k_value, dtype=inp.dtype)
+
+        def grad_spy(outputs, inputs, *args, **kwargs):
+            losses.append(float(outputs.detach()))
+            return real_grad(outputs, inputs, *args, **kwargs)
+
+        monkeypatch.setattr(rc.F, "kl_div", fake_kl)
+        monkeypatch.setattr(rc.torch.autograd, "grad", grad_spy)
+        res = local_update(params, x[mask], y[mask], **kw)
+        monkeypatch.undo()
+        return res, losses, seen
+
+    r0, l0, seen = run(0.0)
+    r1, l1, _ = run(1.0)
+    assert r0.magnitude == 0.0 and len(seen) > 0  # no detection: lambda = lambda_0
+    for a, b in zip(r0.params, r1.params):
+        np.testing.assert_array_equal(a, b)  # the constant KL does not change the trajectory
+    diffs = np.array(l1) - np.array(l0)
+    steps = diffs[np.abs(diffs) > 1e-9]
+    assert len(steps) == len(seen)
+    np.testing.assert_allclose(steps, 0.7 * 3.0**2, rtol=1e-6)  # float32 losses
+    for logp, q, student_grad, teacher_grad in seen:
+        np.testing.assert_allclose(logp.exp().sum(1), 1.0, rtol=1e-5)
+        np.testing.assert_allclose(q.sum(1), 1.0, rtol=1e-5)
+        assert torch.all(q > 0)  # probabilities, not log-probabilities, as the target
+        assert student_grad and not teacher_grad  # KL(teacher || student): the student learns
+    # the first step: the student is still the teacher, so at the same temperature the two
+    # distributions agree (a teacher softened at another temperature would not)
+    logp, q = seen[0][0], seen[0][1]
+    torch.testing.assert_close(logp.exp(), q, rtol=1e-5, atol=1e-6)
