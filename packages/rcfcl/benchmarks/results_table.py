@@ -43,9 +43,10 @@ def _diff(p: dict) -> str:
 
 def table(res: dict) -> str:
     head = (
-        "| arm | lr: grid → chosen (validation) | final accuracy (%) | forgetting (%) "
+        "| arm | lr: grid → chosen (validation) | λ₀: grid → chosen (validation) "
+        "| final accuracy (%) | forgetting (%) "
         "| detection F1 | delay (rounds) | RC-FCL − arm (pts, paired, 95% CI) |\n"
-        "|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|"
     )
     rows = [head]
     for arm, cfg in res["chosen"].items():
@@ -55,8 +56,14 @@ def table(res: dict) -> str:
         diff = "—" if arm == "rcfcl" else _diff(res["paired"][arm])
         grid = ", ".join(f"{g:g}" for g in tu["grid"])
         lr = f"{{{grid}}} → {cfg['lr']:g}" + ("" if tu["bracketed"] else " (edge)")
+        kd = "—"
+        if "kd" in tu:  # tuned jointly with lr: each lambda_0 at its own best lr
+            kd = ", ".join(f"{k:g}" for k in tu["kd"]["grid"])
+            kd = f"{{{kd}}} → {tu['kd']['chosen_kd']:g}"
+        elif "kd" in cfg:
+            kd = f"{cfg['kd']:g} (fixed)"
         rows.append(
-            f"| {NAMES[arm]} | {lr} | {_pm(s['accuracy'])} | "
+            f"| {NAMES[arm]} | {lr} | {kd} | {_pm(s['accuracy'])} | "
             f"{100 * s['forgetting'][0]:.1f} | {f1} | {delay} | {diff} |"
         )
     return "\n".join(rows)
@@ -92,12 +99,27 @@ def task_end(t: dict) -> str:
     )
 
 
+def kd_profile(res: dict) -> str:
+    """Validation accuracy (%) at every (lambda_0, lr) of the arms that tune lambda_0."""
+    out = []
+    for arm, tu in res["tuning"].items():
+        if "kd" not in tu:
+            continue
+        for k, by_lr in tu["kd"]["val_accuracy_by_lr"].items():
+            cells = ", ".join(f"lr {float(lr):g}: {100 * v:.1f}" for lr, v in by_lr.items())
+            out.append(f"  {NAMES[arm]}, λ₀ {float(k):g}: {cells}")
+    return "\n".join(out)
+
+
 def main() -> None:
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "results_quick.json"
     d = json.loads(path.read_text())
     digits = {k: d[k] for k in ("chosen", "tuning", "summary")}
     digits["paired"] = d["paired_rcfcl_minus"]
     print("digits:\n" + table(digits) + "\n\nheadroom:\n" + headroom(d["headroom"]))
+    prof = kd_profile(digits)
+    if prof:
+        print("\nvalidation accuracy (%) by lambda_0 and lr:\n" + prof)
     print("\n" + task_end(d["task_end"]))
     diag = path.with_name(path.stem + "_diagnostic.json")
     if diag.is_file():  # reproduce.py --quick --arms ... --out <this file>
