@@ -13,18 +13,9 @@ HERE = pathlib.Path(__file__).parent
 
 
 def _t_interval():
-    """icml26_kernels.evidence.t_interval (imported, or loaded by path from shared-kernels)."""
-    try:
-        from icml26_kernels.evidence import t_interval
-    except ImportError:
-        import importlib.util
+    """icml26_kernels.evidence.t_interval (the dev group installs icml26-kernels)."""
+    from icml26_kernels.evidence import t_interval
 
-        path = HERE.resolve().parents[2] / "shared-kernels/src/icml26_kernels/evidence.py"
-        spec = importlib.util.spec_from_file_location("_icml26_kernels_evidence_rt", path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        t_interval = mod.t_interval
     return t_interval
 
 

@@ -50,17 +50,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def _kernels_module(name: str):
-    """icml26_kernels.<name>: imported, or loaded by path from shared-kernels when this env does
-    not install icml26-kernels (the locked sync of some members leaves it out; same file)."""
-    try:
-        return importlib.import_module(f"icml26_kernels.{name}")
-    except ImportError:
-        path = HERE.parents[2] / f"shared-kernels/src/icml26_kernels/{name}.py"
-        spec = importlib.util.spec_from_file_location(f"_icml26_kernels_{name}", path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        return mod
+    """icml26_kernels.<name> (the dev group installs icml26-kernels from the workspace)."""
+    return importlib.import_module(f"icml26_kernels.{name}")
 
 
 _ev = _kernels_module("evidence")
