@@ -32,7 +32,7 @@ An axis whose optimum is still at an edge (ladder or extensions spent) carries a
 and the claim says "grid edge". The per-run spread of 1/KL(p*||pi) over IRS steps (min /
 median / max) is recorded. Threads: pin_threads(1) in the parent and every worker.
 
-    python benchmarks/reproduce.py --quick    # spurious + frozen, 1500 steps; ~170 CPU-s
+    python benchmarks/reproduce.py --quick    # spurious + frozen, 1500 steps; ~450 CPU-s
     python benchmarks/reproduce.py            # + lt, randhie; 3000 steps, 3 tuning seeds
     python benchmarks/reproduce.py --row-from benchmarks/reproduce.json  # the row, no retraining
 Progress to stderr; the last stdout line is one JSON object; full results in reproduce.json.
