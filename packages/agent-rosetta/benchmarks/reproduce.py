@@ -50,29 +50,15 @@ from icml26_agent_rosetta import (
 )
 from icml26_agent_rosetta.agent import to_arguments
 from icml26_agent_rosetta.error_model import element_weights, leaf_paths
-
-try:
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        mde,
-        paired_sd,
-        pin_threads,
-        t_interval,
-    )
-except ModuleNotFoundError:  # an env synced without the workspace's icml26-kernels: benchmarks
-    # run from the repository, whose root holds shared-kernels/src
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "shared-kernels" / "src"))
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        mde,
-        paired_sd,
-        pin_threads,
-        t_interval,
-    )
+from icml26_kernels.evidence import (
+    comparison,
+    evidence,
+    headroom,
+    mde,
+    paired_sd,
+    pin_threads,
+    t_interval,
+)
 
 HERE = Path(__file__).resolve().parent
 N, N_H, STEPS, NSTRUCT = 12, 6, 20, 16

@@ -55,31 +55,16 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-
-try:
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        mde,
-        paired_sd,
-        pin_threads,
-        t_interval,
-        tuned,
-    )
-except ModuleNotFoundError:  # an env synced without the workspace's icml26-kernels: benchmarks
-    # run from the repository, whose root holds shared-kernels/src
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "shared-kernels" / "src"))
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        mde,
-        paired_sd,
-        pin_threads,
-        t_interval,
-        tuned,
-    )
+from icml26_kernels.evidence import (
+    comparison,
+    evidence,
+    headroom,
+    mde,
+    paired_sd,
+    pin_threads,
+    t_interval,
+    tuned,
+)
 
 HERE = Path(__file__).resolve().parent
 ROUNDS_PER_TASK = {True: 2, False: 3}  # --quick: 2 rounds per task (10 rounds), full: 3

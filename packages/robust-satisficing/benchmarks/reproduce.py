@@ -51,32 +51,17 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from icml26_kernels.evidence import (
+    comparison,
+    evidence,
+    headroom,
+    mde,
+    paired_sd,
+    pin_threads,
+    t_interval,
+    tuned,
+)
 from icml26_robust_satisficing import GroupDRO, IRSLoss, cvar_loss, erm_loss
-
-try:
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        mde,
-        paired_sd,
-        pin_threads,
-        t_interval,
-        tuned,
-    )
-except ModuleNotFoundError:  # an env synced without the workspace's icml26-kernels: benchmarks
-    # run from the repository, whose root holds shared-kernels/src
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "shared-kernels" / "src"))
-    from icml26_kernels.evidence import (
-        comparison,
-        evidence,
-        headroom,
-        mde,
-        paired_sd,
-        pin_threads,
-        t_interval,
-        tuned,
-    )
 
 # Adam lr, every arm: the start grid, then x~3 steps along LR_LADDER past an edge optimum.
 # Quick starts at {1e-2, 3e-2, 1e-1}: {1e-3, 1e-2} put every arm at 1e-2 (the edge), and
