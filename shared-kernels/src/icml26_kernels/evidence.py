@@ -54,6 +54,9 @@ __all__ = [
 
 SCHEMA = "icml26-evidence/1"
 
+# per-unit values: a list of floats or a 1-d array
+Values = Sequence[float] | np.ndarray
+
 
 # ------------------------------------------------------------------ Student t, exactly
 
@@ -143,7 +146,7 @@ def _as_1d(values: Any, name: str) -> np.ndarray:
     return x
 
 
-def paired_sd(diffs: Sequence[float]) -> float:
+def paired_sd(diffs: Values) -> float:
     """Sample SD (ddof = 1) of paired differences; needs at least two."""
     d = _as_1d(diffs, "diffs")
     if d.size < 2:
@@ -151,7 +154,7 @@ def paired_sd(diffs: Sequence[float]) -> float:
     return float(d.std(ddof=1))
 
 
-def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+def t_interval(values: Values, level: float = 0.95) -> tuple[float, float, float]:
     """(mean, low, high): mean ± t_{(1+level)/2, n-1} s/√n. Needs n ≥ 2."""
     x = _as_1d(values, "values")
     if x.size < 2:
@@ -164,7 +167,7 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, flo
 
 
 def clustered_interval(
-    values: Sequence[float], clusters: Sequence[Any], level: float = 0.95
+    values: Values, clusters: Sequence[Any], level: float = 0.95
 ) -> tuple[float, float, float]:
     """(mean, low, high) over G cluster means, t with G - 1 df.
 
@@ -268,7 +271,7 @@ def headroom(ceiling: float, baseline: float, how: str) -> dict[str, Any]:
 def comparison(
     name: str,
     statistic: str,
-    diffs: Sequence[float] | None = None,
+    diffs: Values | None = None,
     *,
     clusters: Sequence[Any] | None = None,
     interval: tuple[float, float, float] | None = None,
@@ -308,7 +311,8 @@ def comparison(
     else:
         if interval is None or n is None or sd is None:
             raise ValueError(f"{name}: give diffs, or interval with n and sd")
-        iv, n_eff, sd_eff, per_unit = tuple(map(float, interval)), int(n), float(sd), None
+        iv = (float(interval[0]), float(interval[1]), float(interval[2]))
+        n_eff, sd_eff, per_unit = int(n), float(sd), None
     if headroom is None and not headroom_note:
         raise ValueError(f"{name}: record the headroom, or say in headroom_note why there is none")
     mean, lo, hi = (float(v) for v in iv)
