@@ -6,7 +6,10 @@
 
 Every ``packages/<name>/benchmarks/reproduce_row.json`` carries an ``evidence`` object in the
 schema of ``icml26_kernels.evidence`` (documented in CONTRIBUTING.md); any other committed
-``benchmarks/*.json`` that carries one is checked the same way. A row fails when
+``benchmarks/*.json`` that carries one is checked the same way, with its own ``claim``; a
+``reproduce*.json`` results file without one must name the row JSON that carries the evidence
+built from it (``"evidence_in"``; a run's inputs, ``reproduce_config.json``, are exempt). A row
+fails when
 
 - it has no ``evidence``, or a comparison or tuning entry lacks a key or is inconsistent
   (``ci95`` not around ``diff``, ``n`` < 2, a chosen value outside its grid);
@@ -54,6 +57,8 @@ COMPARISON_KEYS = (
 HEADROOM_KEYS = ("ceiling", "baseline", "value", "how")
 TUNING_KEYS = ("arm", "param", "grid", "scores", "chosen", "objective", "hard_bound")
 RATIO_RTOL = 5e-3
+# a run's inputs, not its results: the frozen choices a run reads (normbt's tuned learning rates)
+INPUTS = frozenset({"reproduce_config.json"})
 
 _NUM = r"[+\-−]?\d+(?:\.\d+)?"
 _INTERVAL = re.compile(rf"\[\s*({_NUM})\s*%?\s*,\s*({_NUM})\s*%?\s*\]")
@@ -204,6 +209,34 @@ def check_row(row: dict, where: str) -> list[str]:
     return p
 
 
+def check_detailed(doc: dict, where: str) -> list[str]:
+    """A detailed JSON's evidence, read with its own claim (which owns its grid edges)."""
+    claim = str(doc.get("claim", ""))
+    p = check_evidence(doc["evidence"], where, claim)
+    if not p and claim:
+        p += check_claim(claim, doc["evidence"]["comparisons"], where)
+    return p
+
+
+def check_evidence_in(doc: Any, where: str, bench: Path) -> list[str]:
+    """A ``reproduce*.json`` results file without its own ``evidence`` names the row JSON that
+    carries the evidence built from it (``"evidence_in": "reproduce_row.json"``)."""
+    ref = doc.get("evidence_in") if isinstance(doc, dict) else None
+    if not ref:
+        return [
+            f"{where}: a reproduce*.json results file needs an evidence object, or "
+            '"evidence_in" naming the row JSON that carries the evidence built from it'
+        ]
+    target = bench / str(ref)
+    try:
+        row = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [f"{where}: evidence_in names {ref!r}, which is not a JSON file beside it"]
+    if not isinstance(row, dict) or "evidence" not in row:
+        return [f"{where}: evidence_in names {ref!r}, which has no evidence object"]
+    return []
+
+
 def _has_ppf_of_t(node: ast.AST) -> bool:
     if isinstance(node, ast.Attribute) and node.attr == "ppf":
         v = node.value
@@ -264,7 +297,9 @@ def lint(root: Path = ROOT) -> list[str]:
             if path.name == "reproduce_row.json":
                 problems += check_row(doc, where)
             elif isinstance(doc, dict) and "evidence" in doc:
-                problems += check_evidence(doc["evidence"], where)
+                problems += check_detailed(doc, where)
+            elif path.name.startswith("reproduce") and path.name not in INPUTS:
+                problems += check_evidence_in(doc, where, bench)
         for path in sorted(bench.glob("*.py")):
             problems += check_source(path, str(path.relative_to(root)))
     return problems

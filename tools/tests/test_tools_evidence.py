@@ -204,3 +204,39 @@ def test_reproduce_table_check_runs_the_evidence_lint(tmp_path):
     problems = reproduce_table.check(root)
     assert len(problems) == 1 and problems[0].startswith("evidence: ")
     assert reproduce_table.main(["--check", "--root", str(root)]) == 1
+
+
+def test_a_detailed_json_is_read_with_its_own_claim(tmp_path):
+    """An edge owned by edge_note passes only where the JSON's own claim says "grid edge", and
+    the claim's intervals must be the JSON's 95% CIs (diffusion-resampling's reproduce_quick)."""
+    edge = _tuning(chosen=1.6, edge_note="validation score still falls toward it")
+    doc = _row(evidence={"schema": lint.SCHEMA, "comparisons": [_comparison()], "tuning": [edge]})
+    root = _repo(tmp_path, _row())
+    bench = root / "packages" / "alpha" / "benchmarks"
+    (bench / "reproduce_quick.json").write_text(json.dumps(doc))
+    assert any("upper edge" in p for p in lint.lint(root))  # its claim does not own the edge
+    doc["claim"] = doc["claim"].replace("unresolved)", "unresolved; grid edge: ot epsilon)")
+    (bench / "reproduce_quick.json").write_text(json.dumps(doc))
+    assert lint.lint(root) == []
+    doc["claim"] = "diffusion vs OT: +5.26 [-0.09, +10.61]"  # the edge no longer owned
+    (bench / "reproduce_quick.json").write_text(json.dumps(doc))
+    assert any("upper edge" in p for p in lint.lint(root))
+    doc["claim"] = "diffusion vs OT: 5.26 ± 2.65; grid edge"  # an SE printed as the interval
+    (bench / "reproduce_quick.json").write_text(json.dumps(doc))
+    assert any("half-width" in p for p in lint.lint(root))
+
+
+def test_a_reproduce_json_without_evidence_must_name_its_row(tmp_path):
+    """A results file with no evidence fails unless it names the row JSON that carries it (the
+    robust-satisficing rerun merged into the row); a run's inputs (reproduce_config) are exempt."""
+    root = _repo(tmp_path, _row())
+    bench = root / "packages" / "alpha" / "benchmarks"
+    (bench / "reproduce_frozen.json").write_text(json.dumps({"tasks": {}}))
+    assert any("evidence_in" in p for p in lint.lint(root))
+    (bench / "reproduce_frozen.json").write_text(json.dumps({"evidence_in": "nowhere.json"}))
+    assert any("not a JSON file" in p for p in lint.lint(root))
+    (bench / "reproduce_frozen.json").write_text(json.dumps({"evidence_in": "reproduce_row.json"}))
+    assert lint.lint(root) == []
+    (bench / "reproduce_config.json").write_text(json.dumps({"lr": {"bt": 0.001}}))
+    (bench / "other_diagnostic.json").write_text(json.dumps({"x": 1}))
+    assert lint.lint(root) == []

@@ -402,10 +402,9 @@ def main():
     (HERE / name).write_text(json.dumps(full, indent=1))  # the raw run first, then the row
     line = summarise(full)
     # the detailed JSON holds every value the row's evidence is built from (tuning scores at
-    # every grid point, per-set metrics); the evidence object itself lives in the row, since
-    # an edge owned by edge_note needs the row's claim (``--row-from`` rebuilds it)
-    summary = {k: v for k, v in line.items() if k != "evidence"}
-    full = dict(summary, **{k: v for k, v in full.items() if k not in summary})
+    # every grid point, per-set metrics) and, beside the claim that owns its grid edges, the
+    # row's evidence object (the lint reads a detailed JSON's evidence with its own claim)
+    full = dict(line, **{k: v for k, v in full.items() if k not in line})
     (HERE / name).write_text(json.dumps(full, indent=1, ensure_ascii=False))
     print(json.dumps(line))
 

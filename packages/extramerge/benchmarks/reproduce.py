@@ -498,6 +498,17 @@ def evidence_of(results: dict) -> dict:
     return evidence(comps, tuning)
 
 
+def scale_evidence(res: dict) -> dict:
+    """The scale study's evidence: every size's paired comparisons and select curves, the names
+    prefixed by the size (the same builder as the headline's, one size at a time)."""
+    comps, tuning = [], []
+    for size, s in res["sizes"].items():
+        ev = evidence_of({"adamw": {"runs": s["runs"]}, "config": res["config"]})
+        comps += [{**c, "name": f"{size}: {c['name']}"} for c in ev["comparisons"]]
+        tuning += [{**t, "arm": f"{size} {t['arm']}"} for t in ev["tuning"]]
+    return evidence(comps, tuning)
+
+
 def headline_row(results: dict) -> dict:
     """The REPRODUCTION.md row: Extra-Merge against EMA, the stronger standard merge, and every
     extrapolation variant against EMA, each with its 95% interval (and "unresolved" where it
@@ -661,6 +672,8 @@ def main_scale(args) -> None:
             if len(runs) >= 2:
                 res["sizes"][name]["summary"] = scale_summary(runs)
         res["seconds"] = round(time.time() - t0, 1)
+        if all(len(res["sizes"][n]["runs"]) >= 2 for n in sizes):
+            res["evidence"] = scale_evidence(res)
         with open(out_path, "w") as f:  # after every seed: a killed run keeps what it finished
             json.dump(res, f, indent=1)
     for name in sizes:
