@@ -164,13 +164,28 @@ def write_row(root: Path, row: dict) -> Path:
     row = validate_row(row, f"row of {row.get('package')!r}")
     path = root / "packages" / str(row["package"]) / ROW_FILE
     path.write_text(json.dumps(row, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    _write_figure(path, row)
     return path
 
 
+def _write_figure(row_path: Path, row: dict) -> None:
+    """The row's figure beside it (tools/evidence_figure.py): paired differences, 95% CIs."""
+    import evidence_figure
+
+    if isinstance(row.get("evidence"), dict):
+        (row_path.parent / evidence_figure.NAME).write_text(
+            evidence_figure.render(row), encoding="utf-8"
+        )
+
+
 def write_table(root: Path) -> Path:
+    """REPRODUCTION.md from the row files, and every row's figure."""
+    import evidence_figure
+
     rows, _ = load_rows(root)
     path = root / TABLE
     path.write_text(render(rows))
+    evidence_figure.write(root)
     return path
 
 
@@ -182,9 +197,14 @@ def check(root: Path) -> list[str]:
     unstated grid-edge optimum, a ``resolved`` the CI or the headroom contradicts, or a
     benchmark that hand-rolls its statistics or leaves its BLAS threads unpinned, fails here.
     """
+    from evidence_figure import check as figure_check
     from evidence_lint import lint as evidence_lint
 
-    return [*_check_table(root), *(f"evidence: {p}" for p in evidence_lint(root))]
+    return [
+        *_check_table(root),
+        *(f"evidence: {p}" for p in evidence_lint(root)),
+        *(f"figure: {p}" for p in figure_check(root)),
+    ]
 
 
 def _check_table(root: Path) -> list[str]:
@@ -229,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for p in problems:
-        print(p if p.startswith("evidence: ") else f"stale: {p}", file=sys.stderr)
+        print(p if p.startswith(("evidence: ", "figure: ")) else f"stale: {p}", file=sys.stderr)
     if problems:
         print(
             f"{len(problems)} problem(s): REPRODUCTION.md must equal the committed row files "
