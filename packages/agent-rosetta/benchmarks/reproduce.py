@@ -36,6 +36,35 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="p in {0.1, 0.2, 0.3, 0.5}, 12 seeds (default: 6 p, 40)",
+    )
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        help="rebuild reproduce_row.json from this stored run (e.g. "
+        "benchmarks/reproduce_quick.json) without rerunning it",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the full JSON here (default: benchmarks/reproduce_quick.json or _full.json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 from icml26_agent_rosetta import (
     BackboneChange,
@@ -62,6 +91,15 @@ from icml26_kernels.evidence import (
 
 HERE = Path(__file__).resolve().parent
 N, N_H, STEPS, NSTRUCT = 12, 6, 20, 16
+
+
+_QUIET = False
+
+
+def _log(msg: str) -> None:
+    """One progress line on stderr (off with --quiet)."""
+    if not _QUIET:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def hp_plan(n: int, n_h: int) -> list[RotamerChange | BackboneChange]:
@@ -198,7 +236,10 @@ def hp_section(ps: list[float], seeds: int) -> dict:
         "by_p": {},
     }
     for p in [0.0, *ps]:
-        arms = {a: [episode(task, plan, a, p, s) for s in range(seeds)] for a in ARMS}
+        arms = {}
+        for a in ARMS:
+            arms[a] = [episode(task, plan, a, p, s) for s in range(seeds)]
+            _log(f"p={p} {a}: {seeds} seeds done")
         stats: dict = {a: _arm_stats(v, e_star) for a, v in arms.items()}
         stats["structured_minus_prompt_template"] = _paired(
             arms["structured"], arms["prompt_template"]
@@ -329,15 +370,9 @@ def row_from(path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument(
-        "--row-from",
-        type=Path,
-        help="rebuild reproduce_row.json from this stored run (e.g. "
-        "benchmarks/reproduce_quick.json) without rerunning it",
-    )
-    args = ap.parse_args()
+    global _QUIET
+    args = _parser().parse_args()
+    _QUIET = args.quiet
     threads = pin_threads(THREADS)
     if args.row_from:
         return row_from(args.row_from)
@@ -357,7 +392,7 @@ def main() -> None:
     line = row(full)
     full.update(line)
     name = "reproduce_quick.json" if args.quick else "reproduce_full.json"
-    (HERE / name).write_text(json.dumps(full, indent=1) + "\n")
+    (args.out or HERE / name).write_text(json.dumps(full, indent=1) + "\n")
     print(json.dumps(line))
 
 

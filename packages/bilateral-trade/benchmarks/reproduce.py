@@ -41,6 +41,35 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="fewer horizons and seeds (the committed quick row)"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here, the figure beside it (default: benchmarks/reproduce[_quick].json)",
+    )
+    ap.add_argument(
+        "--workers", type=int, default=2, help="processes (results do not depend on it)"
+    )
+    ap.add_argument(
+        "--row-from", action="store_true",
+        help="resummarise the stored reproduce_quick.json and reproduce.json (no learner runs) "
+        "and rewrite the row, keeping the quick run's machine, time and seconds",
+    )  # fmt: skip
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import icml26_bilateral_trade as bt
 import numpy as np
 from icml26_kernels import evidence as ev
@@ -243,18 +272,7 @@ def resummarise(path: Path) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument(
-        "--workers", type=int, default=2, help="processes (results do not depend on it)"
-    )
-    ap.add_argument(
-        "--row-from", action="store_true",
-        help="resummarise the stored reproduce_quick.json and reproduce.json (no learner runs) "
-        "and rewrite the row, keeping the quick run's machine, time and seconds",
-    )  # fmt: skip
-    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     if args.quiet:
         os.environ["BT_REPRO_QUIET"] = "1"  # inherited by the worker processes
     threads = ev.pin_threads(1)  # each worker process is single-threaded numpy
@@ -379,7 +397,8 @@ def main():
     out["threads"] = threads
     out["machine"] = machine()
     name = "reproduce_quick" if args.quick else "reproduce"
-    (HERE / f"{name}.json").write_text(json.dumps(out, indent=1))
+    out_json = args.out or HERE / f"{name}.json"
+    out_json.write_text(json.dumps(out, indent=1))
     try:
         import matplotlib
 
@@ -401,7 +420,7 @@ def main():
             ax.set_xlabel("T")
             ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(HERE / f"{name}.png", dpi=100)
+        fig.savefig(out_json.with_suffix(".png"), dpi=100)
     except ImportError:
         log("(matplotlib not installed: no plot; `uv sync --group bench` to draw one)")
     log(f"({summary['seconds']} s)")

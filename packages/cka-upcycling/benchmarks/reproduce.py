@@ -57,6 +57,38 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="3 seeds, both sequences, fixed lr 3e-3")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes (results do not depend on it)",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="write the JSON here (default: benchmarks/reproduce_quick.json or reproduce.json)",
+    )
+    ap.add_argument(
+        "--row-from", action="store_true",
+        help="print the row from the stored reproduce_quick.json and reproduce.json, no training",
+    )  # fmt: skip
+    ap.add_argument(
+        "--extend-grid", action="store_true",
+        help="extend the stored full run's lr grids past edge optima (reproduce.json)",
+    )  # fmt: skip
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -654,20 +686,7 @@ def extend_grid(data: dict, workers: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--out", default=None)
-    ap.add_argument(
-        "--row-from", action="store_true",
-        help="print the row from the stored reproduce_quick.json and reproduce.json, no training",
-    )  # fmt: skip
-    ap.add_argument(
-        "--extend-grid", action="store_true",
-        help="extend the stored full run's lr grids past edge optima (reproduce.json)",
-    )  # fmt: skip
-    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    a = ap.parse_args()
+    a = _parser().parse_args()
     if a.quiet:
         os.environ["CKA_REPRO_QUIET"] = "1"  # inherited by the spawned workers
     threads = pin_threads(1)  # every worker trains with one thread (torch.set_num_threads(1))

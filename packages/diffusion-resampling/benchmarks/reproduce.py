@@ -57,13 +57,38 @@ import resource
 import sys
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="reduced sizes (about 2 min, 2 cores)")
+    ap.add_argument("--workers", type=int, default=2, help="processes (1: serial, in-process)")
+    ap.add_argument(
+        "--row-from",
+        type=pathlib.Path,
+        help="print the row rebuilt from a stored detailed JSON (no rerun)",
+    )
+    ap.add_argument(
+        "--out",
+        type=pathlib.Path,
+        default=None,
+        help="write the detailed JSON here (default: benchmarks/reproduce[_quick].json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from icml26_diffusion_resampling import (  # noqa: E402
+import jax.numpy as jnp
+import numpy as np
+from icml26_diffusion_resampling import (
     LGSSMParams,
     LinearGaussianSSM,
     diffusion_resample,
@@ -113,7 +138,9 @@ SIZES = {
 
 
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    """Progress on stderr, per arm (off with --quiet; the spawned workers read it from the env)."""
+    if not os.environ.get("DR_REPRO_QUIET"):
+        print(*a, file=sys.stderr, flush=True)
 
 
 def lgssm(theta):
@@ -318,15 +345,9 @@ def mean_se(v):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="reduced sizes (about 2 min, 2 cores)")
-    ap.add_argument("--workers", type=int, default=2, help="processes (1: serial, in-process)")
-    ap.add_argument(
-        "--row-from",
-        type=pathlib.Path,
-        help="print the row rebuilt from a stored detailed JSON (no rerun)",
-    )
-    args = ap.parse_args()
+    args = _parser().parse_args()
+    if args.quiet:
+        os.environ["DR_REPRO_QUIET"] = "1"  # inherited by the worker processes
     if args.row_from:
         print(json.dumps(row_from(args.row_from), ensure_ascii=False))
         return
@@ -399,13 +420,14 @@ def main():
         machine=machine(),
     )
     name = "reproduce_quick.json" if args.quick else "reproduce.json"
-    (HERE / name).write_text(json.dumps(full, indent=1))  # the raw run first, then the row
+    out = args.out or HERE / name
+    out.write_text(json.dumps(full, indent=1))  # the raw run first, then the row
     line = summarise(full)
     # the detailed JSON holds every value the row's evidence is built from (tuning scores at
     # every grid point, per-set metrics) and, beside the claim that owns its grid edges, the
     # row's evidence object (the lint reads a detailed JSON's evidence with its own claim)
     full = dict(line, **{k: v for k, v in full.items() if k not in line})
-    (HERE / name).write_text(json.dumps(full, indent=1, ensure_ascii=False))
+    out.write_text(json.dumps(full, indent=1, ensure_ascii=False))
     print(json.dumps(line))
 
 
