@@ -61,6 +61,35 @@ import time
 import warnings
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="12 seeds, N=500 (the committed reproduce.json)"
+    )
+    ap.add_argument(
+        "--out",
+        default=str(Path(__file__).resolve().parent / "reproduce.json"),
+        help="write the JSON here (default: benchmarks/reproduce.json)",
+    )
+    ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 12 / 10)")
+    ap.add_argument(
+        "--table", metavar="JSON", help="print the README table of a results JSON and exit"
+    )
+    ap.add_argument(
+        "--row-from", action="store_true",
+        help="resummarise the stored reproduce.json and reproduce_full.json (no training) and "
+        "rewrite the row, keeping the quick run's machine, time and seconds",
+    )  # fmt: skip
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 
@@ -503,20 +532,7 @@ def resummarise(path):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=str(RESULTS))
-    ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 12 / 10)")
-    ap.add_argument(
-        "--table", metavar="JSON", help="print the README table of a results JSON and exit"
-    )
-    ap.add_argument(
-        "--row-from", action="store_true",
-        help="resummarise the stored reproduce.json and reproduce_full.json (no training) and "
-        "rewrite the row, keeping the quick run's machine, time and seconds",
-    )  # fmt: skip
-    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     global QUIET
     QUIET = args.quiet
     threads = pin_threads(1)  # 2 threads on 2 shared cores is ~10x slower

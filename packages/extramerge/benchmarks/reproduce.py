@@ -49,6 +49,41 @@ import time
 import zlib
 from dataclasses import dataclass
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="short schedule, small model (CPU)")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per optimizer (paired)")
+    ap.add_argument("--seed-start", type=int, default=0, help="scale: first seed")
+    ap.add_argument("--optimizers", default=None, help="comma list of adamw,muon")
+    ap.add_argument(
+        "--lr", type=float, default=None, help="--quick: peak learning rate (default 1e-2)"
+    )
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (training and evaluation)")
+    ap.add_argument(
+        "--scale", action="store_true", help="the scale study (sizes x seeds; meant for a GPU)"
+    )
+    ap.add_argument("--sizes", default=None, help="scale study sizes (comma list; default: all)")
+    ap.add_argument("--smoke", action="store_true", help="scale study code path, tiny schedule")
+    ap.add_argument("--time-budget", type=float, default=None, help="scale: no new seed after")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="results JSON path (default: benchmarks/reproduce_results[_quick].json; scale: its own)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ap.add_argument(
+        "--row-from", help="print the headline row of a saved results JSON (no training)"
+    )
+    ap.add_argument("--tables", action="store_true", help="print the README's results (no run)")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -99,8 +134,12 @@ def windows_for(n_ckpt: int) -> tuple[int, ...]:
 PINNED: dict = {}  # what pin_threads set at the start of main(), recorded in every JSON
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -612,7 +651,7 @@ def main_scale(args) -> None:
     if args.smoke:  # a CPU check of the code path only (not a result)
         sched.update(warmup=10, stable=480, decay=20, batch=8)
         block, n_eval = 32, 2
-    sizes = args.sizes.split(",")
+    sizes = (args.sizes or ",".join(SCALE_SIZES)).split(",")
     ge = torch.Generator().manual_seed(12345)
     evals = {
         k: windows(data[k], n_eval * 64, block, ge).view(n_eval, 64, block + 1).to(args.device)
@@ -763,25 +802,9 @@ def tables(quick_path: str, scale_path: str) -> str:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--seed-start", type=int, default=0, help="scale: first seed")
-    ap.add_argument("--optimizers", default=None, help="comma list of adamw,muon")
-    ap.add_argument("--lr", type=float, default=None)
-    ap.add_argument("--device", default="cpu", help="cpu or cuda (training and evaluation)")
-    ap.add_argument(
-        "--scale", action="store_true", help="the scale study (sizes x seeds; meant for a GPU)"
-    )
-    ap.add_argument("--sizes", default=",".join(SCALE_SIZES), help="scale study sizes")
-    ap.add_argument("--smoke", action="store_true", help="scale study code path, tiny schedule")
-    ap.add_argument("--time-budget", type=float, default=None, help="scale: no new seed after")
-    ap.add_argument("--out", default=None, help="scale: results path")
-    ap.add_argument(
-        "--row-from", help="print the headline row of a saved results JSON (no training)"
-    )
-    ap.add_argument("--tables", action="store_true", help="print the README's results (no run)")
-    args = ap.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     if args.tables:
         here = os.path.dirname(os.path.abspath(__file__))
         print(
@@ -856,7 +879,7 @@ def main():
     if len(opt_kinds) == 1:
         results["evidence"] = evidence_of(results)
     name = "reproduce_results_quick.json" if args.quick else "reproduce_results.json"
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "w") as f:
+    with open(args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "w") as f:
         json.dump(results, f, indent=1)
 
     print(json.dumps(headline_row(results)))
