@@ -58,6 +58,44 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="UMLS and Nations, d in {2, 4, 8} (<= 2 min, 2 cores)"
+    )
+    parser.add_argument(
+        "--out", help="JSON with every row (default: results_{quick,full}.json beside this file)"
+    )
+    parser.add_argument(
+        "--no-peer", dest="peer", action="store_false", help="skip the PyKEEN peer arm"
+    )
+    parser.add_argument(
+        "--datasets",
+        dest="only_datasets",
+        help="comma-separated subset of umls,kinships,nations,synthetic (any mode)",
+    )
+    parser.add_argument(
+        "--no-synthetic",
+        dest="synthetic",
+        action="store_false",
+        help="skip the synthetic smallest-fitting-d study",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="processes (each one thread); numbers unchanged"
+    )
+    parser.add_argument(
+        "--row-from", type=Path, help="print the row rebuilt from a stored results JSON"
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 from icml26_kge_mos import (
@@ -87,8 +125,12 @@ def _kernels_module(name: str):
 _ev = _kernels_module("evidence")
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 def interval(x) -> tuple[float, float, float]:
@@ -397,31 +439,15 @@ def machine() -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--out", help="JSON with every row (default: results_{quick,full}.json beside this file)"
-    )
-    parser.add_argument("--no-peer", dest="peer", action="store_false")
-    parser.add_argument(
-        "--datasets",
-        dest="only_datasets",
-        help="comma-separated subset of umls,kinships,nations,synthetic (any mode)",
-    )
-    parser.add_argument("--no-synthetic", dest="synthetic", action="store_false")
-    parser.add_argument(
-        "--workers", type=int, default=2, help="processes (each one thread); numbers unchanged"
-    )
-    parser.add_argument(
-        "--row-from", type=Path, help="print the row rebuilt from a stored results JSON"
-    )
-    args = parser.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     if args.row_from:
         print(json.dumps(summarise(resummarise(args.row_from)), ensure_ascii=False))
         return
     threads = _ev.pin_threads(1)  # one BLAS/OpenMP/torch thread; forked workers inherit it
     if args.workers < 1:
-        parser.error(f"--workers must be >= 1, got {args.workers}")
+        _parser().error(f"--workers must be >= 1, got {args.workers}")
     _init_worker()  # tiny matmuls: threads only add overhead on 2 shared cores
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # import torch._dynamo once, then
     gc.freeze()  # keep PyKEEN's per-epoch gc.collect() cheap
@@ -455,6 +481,10 @@ def main() -> None:
             for name, dim in sorted(cells, key=lambda c: -get_dataset(c[0]).n_entities * c[1])
             for seed in args.seeds
         }
+        for (name, dim, seed), fut in seed_futs.items():  # progress per cell and seed
+            fut.add_done_callback(
+                lambda _, k=(name, dim, seed): log(f"  done {k[0]} d={k[1]} seed {k[2]}")
+            )
         free_futs = {
             (name, dim, k): pool.submit(_timed, free_job, name, dim, k, args.free_epochs)
             for name, dim in cells
