@@ -41,6 +41,44 @@ import tempfile
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="<= 2 minutes on 2 idle CPU cores")
+    ap.add_argument("--readme", action="store_true", help="only rewrite the README blocks")
+    ap.add_argument(
+        "--resume", action="store_true",
+        help="full mode: keep the budgets an interrupted run already wrote to reproduce.json",
+    )  # fmt: skip
+    ap.add_argument(
+        "--extend", action="store_true",
+        help="reuse every grid point (steps, arm, init, lr, seeds) already stored in "
+        "reproduce.json / reproduce_quick.json and train only the new ones (same MODEL)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--resummarise", action="store_true",
+        help="recompute the statistics and evidence of the stored JSONs (no training) and "
+        "print the quick row",
+    )  # fmt: skip
+    ap.add_argument(
+        "--long-grid", action="store_true",
+        help="full mode: tune the longest budget on LONG_GRID (1e-3, 3e-3) instead of carrying the lr",
+    )  # fmt: skip
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here (default: benchmarks/reproduce_quick.json or reproduce.json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import icml26_latentmoe as L
 import torch
 import torch.distributed as dist
@@ -92,8 +130,12 @@ FULL = MODEL | dict(budgets=[(120, LR_GRID), (480, LR_GRID[1:]), (2000, None)])
 LONG_GRID = (1e-3, 3e-3)  # --long-grid: tune the longest budget too (about 900 CPU-s more)
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(msg, file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------
@@ -321,6 +363,7 @@ def run_arm(arm: str, init: str, cfg: dict, steps: int, lrs, train, tune, test) 
                     final_imbalance=res.final_imbalance, cpu_seconds=cpu,
                 )
             )  # fmt: skip
+            log(f"  [{steps} steps, {arm}] lr {lr:g} init {init} seed {seed}: test {test_bpb:.4f}")
         tune_mean = sum(r["tune_bpb"] for r in runs) / len(runs)
         points.append(dict(lr=lr, init=init, tune_bpb=tune_mean, runs=runs))
         log(
@@ -700,29 +743,10 @@ def build_row(q_doc: dict) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="<= 2 minutes on 2 idle CPU cores")
-    ap.add_argument("--readme", action="store_true", help="only rewrite the README blocks")
-    ap.add_argument(
-        "--resume", action="store_true",
-        help="full mode: keep the budgets an interrupted run already wrote to reproduce.json",
-    )  # fmt: skip
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     extended_from = None
-    ap.add_argument(
-        "--extend", action="store_true",
-        help="reuse every grid point (steps, arm, init, lr, seeds) already stored in "
-        "reproduce.json / reproduce_quick.json and train only the new ones (same MODEL)",
-    )  # fmt: skip
-    ap.add_argument(
-        "--resummarise", action="store_true",
-        help="recompute the statistics and evidence of the stored JSONs (no training) and "
-        "print the quick row",
-    )  # fmt: skip
-    ap.add_argument(
-        "--long-grid", action="store_true",
-        help=f"full mode: tune the longest budget on {LONG_GRID} instead of carrying the lr",
-    )  # fmt: skip
-    args = ap.parse_args()
     if args.readme:
         write_readme()
         return
@@ -740,7 +764,7 @@ def main() -> None:
     cfg = QUICK if args.quick else FULL
     if args.long_grid and not args.quick:
         cfg = cfg | dict(budgets=[*cfg["budgets"][:-1], (cfg["budgets"][-1][0], LONG_GRID)])
-    out = HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
+    out = args.out or HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
     if args.extend:
         fill_cache(*(json.loads(p.read_text()) for p in (out, HERE / "reproduce.json",
                                                            HERE / "reproduce_quick.json")
@@ -800,7 +824,7 @@ def main() -> None:
     if not full:  # every budget was kept from the interrupted run
         return
     if out.name == "reproduce_extend.json" and full.get("complete"):
-        out = out.replace(HERE / "reproduce.json")
+        out = out.replace(args.out or HERE / "reproduce.json")
     for g in full["gap_change"]:
         log(
             f"{g['pair']}: gap change {g['from_steps']} -> {g['to_steps']} steps {g['mean']:+.2f} ± {g['ci95']:.2f} pp"
