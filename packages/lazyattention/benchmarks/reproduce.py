@@ -48,6 +48,56 @@ import json
 import sys
 import time
 from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="fewer requests, shorter documents")
+    ap.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="capacity-regime requests (default 120; quick 24)",
+    )
+    ap.add_argument(
+        "--doc-tokens",
+        type=int,
+        default=None,
+        help="truncate documents to this many bytes (default 512; quick 256)",
+    )
+    ap.add_argument("--budget-docs", type=float, default=18.0, help="capacity regime budget")
+    ap.add_argument("--new-tokens", type=int, default=4, help="tokens generated per request")
+    ap.add_argument("--batch", type=int, default=4, help="concurrent requests, batched regime")
+    ap.add_argument("--block-size", type=int, default=16, help="KV-cache block size (tokens)")
+    ap.add_argument(
+        "--seed", type=int, default=0, help="model init, request draws and bootstrap seed"
+    )
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP and torch threads")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed requests per policy, first")
+    ap.add_argument(
+        "--hit-requests",
+        type=int,
+        default=None,
+        help="timed requests, all-hit (the headline; default 120, quick 48)",
+    )
+    ap.add_argument(
+        "--row-from", type=Path, help="print the row rebuilt from a stored reproduce.json"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the full JSON here (default: benchmarks/reproduce.json, the committed run)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 from pydoc_data.topics import topics
 
 import numpy as np
@@ -60,8 +110,12 @@ from transformers import LlamaConfig, LlamaForCausalLM
 REUSE = ("lazy", "inplace", "reencode")  # the position-independent cache policies
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 def corpus(max_tokens: int) -> tuple[list[str], list[list[int]]]:
@@ -145,24 +199,9 @@ def serve(pipes, policies, reqs, names, docs, new_tokens, label, warmup=0):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer requests, shorter documents")
-    ap.add_argument("--requests", type=int, default=None)
-    ap.add_argument("--doc-tokens", type=int, default=None, help="truncate documents (bytes)")
-    ap.add_argument("--budget-docs", type=float, default=18.0, help="capacity regime budget")
-    ap.add_argument("--new-tokens", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=4, help="concurrent requests, batched regime")
-    ap.add_argument("--block-size", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--warmup", type=int, default=3, help="untimed requests per policy, first")
-    ap.add_argument(
-        "--hit-requests", type=int, default=None, help="timed requests, all-hit (the headline)"
-    )
-    ap.add_argument(
-        "--row-from", type=Path, help="print the row rebuilt from a stored reproduce.json"
-    )
-    args = ap.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     if args.row_from:
         print(json.dumps(summarise(json.loads(args.row_from.read_text())), ensure_ascii=False))
         return
@@ -185,7 +224,7 @@ def main() -> None:
     per_doc = -(-doc_tokens // bs)
     n_hit = args.hit_requests or (48 if args.quick else 120)
     result: dict = {
-        "config": {k: v for k, v in vars(args).items() if k != "row_from"}
+        "config": {k: v for k, v in vars(args).items() if k not in ("row_from", "out", "quiet")}
         | {"requests": n_req, "hit_requests": n_hit, "doc_tokens": doc_tokens},
         "threads": threads,
     }
@@ -310,7 +349,7 @@ def main() -> None:
     summary = summarise(result)
     result["summary"] = summary
     result["evidence"] = summary["evidence"]
-    out_path = Path(__file__).with_name("reproduce.json")
+    out_path = args.out or Path(__file__).with_name("reproduce.json")
     out_path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(summary, ensure_ascii=False))
 
