@@ -44,6 +44,41 @@ import time
 import warnings
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="the committed table (<= 90 s on 2 idle cores)"
+    )
+    p.add_argument(
+        "--tune", action="store_true", help="choose each arm's lr on the validation split"
+    )
+    p.add_argument("--seeds", type=int, default=10, help="paired seeds per arm (test runs)")
+    p.add_argument(
+        "--workers", type=int, default=2, help="processes (1: serial); numbers unchanged"
+    )
+    p.add_argument("--table", action="store_true", help="only rewrite README from reproduce.json")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the full JSON here instead (default: benchmarks/reproduce.json)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no training: resummarise a stored run JSON in place and print its row",
+    )
+    return p
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 from icml26_kernels.evidence import comparison, evidence, headroom, pin_threads, t_interval, tuned
 
@@ -61,8 +96,12 @@ ARMS = {
 }
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,7 +396,11 @@ def train_one(job):
 def run_jobs(jobs, workers, n_train):
     if workers <= 1:
         _init_worker(n_train)
-        return [train_one(j) for j in jobs]
+        out = []
+        for j in jobs:
+            out.append(train_one(j))
+            _done(j)
+        return out
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -365,7 +408,15 @@ def run_jobs(jobs, workers, n_train):
     with ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_init_worker, initargs=(n_train,)
     ) as ex:
-        return list(ex.map(train_one, jobs))
+        futs = [ex.submit(train_one, j) for j in jobs]
+        for j, fut in zip(jobs, futs):
+            fut.add_done_callback(lambda _, j=j: _done(j))
+        return [fut.result() for fut in futs]
+
+
+def _done(job) -> None:
+    """Progress per arm and seed as each run finishes (off with --quiet)."""
+    log(f"  done {job[0]} seed {job[1]} lr {job[2]} ({job[3]})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,24 +551,9 @@ def cpu_total(cpu0):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--quick", action="store_true", help="the committed table (<= 90 s on 2 idle cores)"
-    )
-    p.add_argument(
-        "--tune", action="store_true", help="choose each arm's lr on the validation split"
-    )
-    p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--table", action="store_true", help="only rewrite README from reproduce.json")
-    p.add_argument("--out", type=Path, default=None, help="write the full JSON here instead")
-    p.add_argument(
-        "--row-from",
-        type=Path,
-        default=None,
-        help="no training: resummarise a stored run JSON in place and print its row",
-    )
-    args = p.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     if args.table:
         write_readme(json.loads(RESULTS.read_text()))
         return
