@@ -59,6 +59,43 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="3 seeds x 5 arms x 100 steps (CPU ~100 s)"
+    )
+    ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 10; quick 3)")
+    ap.add_argument("--seed0", type=int, default=0, help="first seed (to extend a run)")
+    ap.add_argument("--steps", type=int, default=None, help="RL steps per run (default 100)")
+    ap.add_argument(
+        "--arms",
+        default=None,
+        help="comma list, a subset of grpo, sft_grpo, naive, luffy, retire_only, aoe_only, onepo",
+    )
+    ap.add_argument("--tag", default=None, help="write reproduce_<tag>.json")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no training: resummarise a stored run JSON in place (statistics and evidence) and, "
+        "for the --quick JSON, rewrite benchmarks/reproduce_row.json keeping its provenance",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here (default: benchmarks/reproduce[_quick|_<tag>].json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -453,21 +490,7 @@ def summarise(runs: dict[str, list[dict]], arms: list[str]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--seeds", type=int, default=None)
-    ap.add_argument("--seed0", type=int, default=0, help="first seed (to extend a run)")
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--arms", default=None, help=f"subset of {ARMS}")
-    ap.add_argument("--tag", default=None, help="write reproduce_<tag>.json")
-    ap.add_argument(
-        "--row-from",
-        type=Path,
-        default=None,
-        help="no training: resummarise a stored run JSON in place (statistics and evidence) and, "
-        "for the --quick JSON, rewrite benchmarks/reproduce_row.json keeping its provenance",
-    )
-    args = ap.parse_args()
+    args = _parser().parse_args()
     if args.row_from is not None:
         row_from(args.row_from)
         return
@@ -503,14 +526,15 @@ def main() -> None:
             base = evaluate(m, test, 0)
         for arm in arms:
             runs[arm].append(run_arm(arm, seed, init, cfg, train, test))
-            print(
-                arm,
-                seed,
-                {k: round(v, 3) for k, v in runs[arm][-1]["final"].items()},
-                runs[arm][-1]["teacher_low_clipped"],
-                f"{time.perf_counter() - t0:.1f}s",
-                file=sys.stderr,
-            )
+            if not args.quiet:  # progress per arm and seed
+                print(
+                    arm,
+                    seed,
+                    {k: round(v, 3) for k, v in runs[arm][-1]["final"].items()},
+                    runs[arm][-1]["teacher_low_clipped"],
+                    f"{time.perf_counter() - t0:.1f}s",
+                    file=sys.stderr,
+                )
     full: dict = {
         "config": cfg,
         "seeds": n_seeds,
@@ -527,7 +551,7 @@ def main() -> None:
     name = (
         f"reproduce_{args.tag}" if args.tag else ("reproduce_quick" if args.quick else "reproduce")
     )
-    out = HERE / f"{name}.json"
+    out = args.out or HERE / f"{name}.json"
     out.write_text(json.dumps(full, indent=1))
     row = headline_row(full)
     if row is not None:
