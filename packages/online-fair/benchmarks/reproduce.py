@@ -22,6 +22,36 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="small grids, few repetitions")
+    ap.add_argument("--eps", type=float, default=0.2, help="noise level of the noisy rows")
+    ap.add_argument("--plot", default=None, help="write the degradation plot (SVG) here")
+    ap.add_argument(
+        "--row-from", action="store_true",
+        help="rewrite the row from the stored results_quick.json (after --refresh-headline "
+        "--quick), keeping the quick run's machine, time and seconds",
+    )  # fmt: skip
+    ap.add_argument(
+        "--refresh-headline", action="store_true",
+        help="rerun only the (seeded, deterministic) headline of results.json / results_quick.json "
+        "and store its per-instance ratios, 95%% t-intervals and evidence; the rest is kept",
+    )  # fmt: skip
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="write the full JSON here (default: benchmarks/results[_quick].json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines or tables on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import icml26_online_fair as of
 import numpy as np
 from icml26_kernels.evidence import comparison, evidence, headroom, pin_threads, t_interval
@@ -29,8 +59,12 @@ from icml26_kernels.evidence import comparison, evidence, headroom, pin_threads,
 NOTIONS = ("prop1", "ef1", "mms")
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 def ratios(values, owner, mms=None):
@@ -456,21 +490,9 @@ def fmt(x):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="small grids, few repetitions")
-    ap.add_argument("--eps", type=float, default=0.2, help="noise level of the noisy rows")
-    ap.add_argument("--plot", default=None, help="write the degradation plot (SVG) here")
-    ap.add_argument(
-        "--row-from", action="store_true",
-        help="rewrite the row from the stored results_quick.json (after --refresh-headline "
-        "--quick), keeping the quick run's machine, time and seconds",
-    )  # fmt: skip
-    ap.add_argument(
-        "--refresh-headline", action="store_true",
-        help="rerun only the (seeded, deterministic) headline of results.json / results_quick.json "
-        "and store its per-instance ratios, 95%% t-intervals and evidence; the rest is kept",
-    )  # fmt: skip
-    args = ap.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     threads = pin_threads(1)  # single-threaded numpy / HiGHS, as every run so far
     here = os.path.dirname(os.path.abspath(__file__))
     if args.row_from:
@@ -616,7 +638,7 @@ def main():
         "threads": threads,
     }
     name = "results_quick.json" if args.quick else "results.json"
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "w") as f:
+    with open(args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "w") as f:
         json.dump(full, f, indent=1, default=float)
     sys.stdout.flush()
     os.dup2(saved_stdout, 1)
