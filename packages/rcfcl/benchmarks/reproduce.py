@@ -54,6 +54,32 @@ from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="10 seeds, 2 rounds per task, digits only")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes; numbers unchanged")
+    ap.add_argument("--arms", help="diagnostic: only these arms (comma list) vs FedAvg + GR")
+    ap.add_argument(
+        "--out",
+        help="write the JSON here (default: benchmarks/results[_quick].json; with --arms "
+        "results_diagnostic.json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        help="rebuild reproduce_row.json from this stored run (benchmarks/results_quick.json) "
+        "without rerunning it",
+    )
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 from icml26_kernels.evidence import (
     comparison,
@@ -136,6 +162,27 @@ def _scenario(data: str, seed: int, validation: bool, rpt: int, drift: str, unti
 
 # job: (data, arm, overrides, seed, validation, rounds per task, drift_until)
 Job = tuple[str, str, dict, int, bool, int, str]
+
+
+QUIET = False  # --quiet: no progress lines
+
+
+def _map(pool, jobs: list[Job]) -> list[dict]:
+    """``pool.map(_run, jobs)`` (same results, same order), with a progress line per finished
+    arm and seed on stderr (off with --quiet)."""
+    out = []
+    for i, r in enumerate(pool.imap(_run, jobs), 1):
+        out.append(r)
+        if not QUIET:
+            data, arm, ov, seed, validation, _, until = jobs[i - 1]
+            print(
+                f"[{time.strftime('%H:%M:%S')}] {i}/{len(jobs)} {data} {arm} seed {seed} "
+                f"{'val' if validation else 'test'} lr {ov.get('lr')} ({until}): "
+                f"accuracy {r['accuracy']:.3f}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return out
 
 
 def _run(job: Job) -> dict:
@@ -224,7 +271,7 @@ def _tune(pool, data: str, arms: dict, val_seeds, rpt: int) -> tuple[dict, dict]
             for key, lr in todo
             for s in val_seeds
         ]
-        for r in pool.map(_run, jobs):
+        for r in _map(pool, jobs):
             key = (r["arm"], r["overrides"]["kd"] if r["arm"] in kd_grids else None)
             done[key].setdefault(r["overrides"]["lr"], []).append(r)
         todo = []
@@ -304,7 +351,7 @@ def _benchmark(pool, data: str, arms: dict, seeds, val_seeds, rpt: int) -> dict:
     jobs: list[Job] = [
         (data, arm, chosen[arm], s, False, rpt, DRIFT_UNTIL) for arm in arms for s in seeds
     ]
-    runs = pool.map(_run, jobs)
+    runs = _map(pool, jobs)
     summary = _summary(runs, arms)
     acc = {a: np.array(summary[a]["per_seed_accuracy"]) for a in arms}
     paired = {a: _paired(acc["rcfcl"], acc[a]) for a in arms if a != "rcfcl"}
@@ -334,7 +381,7 @@ def _task_end_check(pool, chosen: dict, seeds, rpt: int) -> dict:
     jobs: list[Job] = [
         ("digits", a, chosen[a], s, False, rpt, "task_end") for a in arms for s in seeds
     ]
-    runs = pool.map(_run, jobs)
+    runs = _map(pool, jobs)
     summary = _summary(runs, arms)
     acc = {a: np.array(summary[a]["per_seed_accuracy"]) for a in arms}
     return {
@@ -355,7 +402,7 @@ def _diagnostic(pool, names: list[str], quick: bool, seeds, val_seeds, rpt: int,
     jobs: list[Job] = [
         ("digits", a, chosen[a], s, False, rpt, DRIFT_UNTIL) for a in arms for s in seeds
     ]
-    runs = pool.map(_run, jobs)
+    runs = _map(pool, jobs)
     summary = _summary(runs, arms)
     acc = {a: np.array(summary[a]["per_seed_accuracy"]) for a in arms}
     res = {
@@ -488,18 +535,9 @@ def row_from(path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--arms", help="diagnostic: only these arms (comma list) vs FedAvg + GR")
-    ap.add_argument("--out", help="diagnostic: the JSON file --arms writes")
-    ap.add_argument(
-        "--row-from",
-        type=Path,
-        help="rebuild reproduce_row.json from this stored run (benchmarks/results_quick.json) "
-        "without rerunning it",
-    )
-    args = ap.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     threads = pin_threads(THREADS)
     if args.row_from:
         return row_from(args.row_from)
@@ -551,7 +589,7 @@ def main() -> None:
         "task_end": task_end,
         "sea": sea,
     }
-    out = HERE / ("results_quick.json" if quick else "results.json")
+    out = Path(args.out) if args.out else HERE / ("results_quick.json" if quick else "results.json")
     out.write_text(json.dumps(full, indent=1, default=float) + "\n")
     for data, res in (("digits", digits), ("sea", sea)):
         if res is None:
