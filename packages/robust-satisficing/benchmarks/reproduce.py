@@ -48,6 +48,40 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="spurious + frozen, 1500 steps (~450 CPU-s)"
+    )
+    ap.add_argument("--seeds", type=int, default=10, help="paired seeds per method")
+    ap.add_argument("--workers", type=int, default=2, help="worker processes; numbers unchanged")
+    ap.add_argument(
+        "--out",
+        default=str(Path(__file__).with_name("reproduce.json")),
+        help="write the JSON here (default: benchmarks/reproduce.json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        help="rebuild reproduce_row.json from this stored run (benchmarks/reproduce.json) "
+        "without retraining",
+    )
+    ap.add_argument(
+        "--tasks",
+        help="run only these tasks (comma list, e.g. frozen) into --out, no row; merge them into "
+        "a stored run with --row-from benchmarks/reproduce.json --merge <that --out>",
+    )
+    ap.add_argument("--merge", type=Path, help="with --row-from: tasks rerun by --tasks")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -109,8 +143,23 @@ FROZEN_METHODS = ["erm", "irs", "irs_unscaled"]
 WEIGHT_DECAY = 1e-4  # robust arms (official IRSConfig); ERM tunes it
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a: object) -> None:
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
+
+
+def _map(pool, jobs: list[tuple]) -> list[dict]:
+    """``pool.map(job, jobs)`` (same results, same order), with a progress line per finished
+    run (task, method, seed) on stderr."""
+    out = []
+    for i, r in enumerate(pool.imap(job, jobs), 1):
+        out.append(r)
+        name, method, knob, lr, seed, _ = jobs[i - 1]
+        log(f"  {i}/{len(jobs)} [{name}] {method} lr {lr:g} knob {knob} seed {seed}")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,7 +431,7 @@ def tune(name: str, methods: list[str], cfg: dict, tune_seeds: list[int], pool) 
         if not todo:
             break
         rounds += 1
-        runs = pool.map(job, [(name, m, k, lr, s, cfg) for m, lr, k, s in todo])
+        runs = _map(pool, [(name, m, k, lr, s, cfg) for m, lr, k, s in todo])
         for (m, lr, k, _), r in zip(todo, runs):
             scores[m].setdefault((lr, k), []).append(early_stop(r, sign)["val"]["worst"])
         for m in methods:
@@ -436,8 +485,8 @@ def run_task(name: str, methods: list[str], cfg: dict, seeds, tune_seeds, pool) 
     sign = 1.0 if kind_of(name) == "clf" else -1.0
     tuning = tune(name, methods, cfg, tune_seeds, pool)
     keys = [(m, s) for s in seeds for m in methods]
-    runs = pool.map(
-        job,
+    runs = _map(
+        pool,
         [
             (name, m, tuning["chosen"][m]["knob"], tuning["chosen"][m]["lr"], s, cfg)
             for m, s in keys
@@ -741,24 +790,9 @@ def row_from(path: Path, merge: Path | None = None) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default=str(Path(__file__).with_name("reproduce.json")))
-    ap.add_argument(
-        "--row-from",
-        type=Path,
-        help="rebuild reproduce_row.json from this stored run (benchmarks/reproduce.json) "
-        "without retraining",
-    )
-    ap.add_argument(
-        "--tasks",
-        help="run only these tasks (comma list, e.g. frozen) into --out, no row; merge them into "
-        "a stored run with --row-from benchmarks/reproduce.json --merge <that --out>",
-    )
-    ap.add_argument("--merge", type=Path, help="with --row-from: tasks rerun by --tasks")
-    args = ap.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     threads = pin_threads(THREADS)
     if args.row_from:
         return row_from(args.row_from, args.merge)
