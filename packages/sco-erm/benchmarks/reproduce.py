@@ -42,6 +42,27 @@ import sys
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="fewer draws (< 2 min, 2 cores)")
+    ap.add_argument("--row-from", type=Path, help="print the row rebuilt from a stored JSON")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here, the GD figure beside it as <stem>_gd.png "
+        "(default: benchmarks/reproduce[_quick].json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import icml26_sco_erm as sco
 import jax
 import numpy as np
@@ -57,8 +78,12 @@ def _kernels_module(name: str):
 _ev = _kernels_module("evidence")
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a: object) -> None:
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -304,10 +329,9 @@ def plot(gd: dict, path: Path) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer draws (< 2 min, 2 cores)")
-    ap.add_argument("--row-from", type=Path, help="print the row rebuilt from a stored JSON")
-    args = ap.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     if args.row_from:
         print(json.dumps(summarise(json.loads(args.row_from.read_text())), ensure_ascii=False))
         return
@@ -329,7 +353,8 @@ def main() -> None:
     gd = experiment_c(ms_c, seeds_c, T=200, alpha=0.5, points=points)
     log(f"[C done at {time.time() - t0:.1f}s]")
     name = "reproduce_quick" if args.quick else "reproduce"
-    png = HERE / f"{name}_gd.png"
+    out = args.out or HERE / f"{name}.json"
+    png = out.with_name(f"{out.stem}_gd.png")
     plotted = plot(gd, png)
     seconds = round(time.time() - t0, 1)
     full = {
@@ -349,7 +374,7 @@ def main() -> None:
     summary = summarise(full)
     full = {"summary": {k: v for k, v in summary.items() if k != "evidence"}, **full}
     full["evidence"] = summary["evidence"]
-    (HERE / f"{name}.json").write_text(json.dumps(full, indent=1, ensure_ascii=False) + "\n")
+    out.write_text(json.dumps(full, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(summary, ensure_ascii=False))
 
 
