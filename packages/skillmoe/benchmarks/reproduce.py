@@ -55,6 +55,32 @@ import tempfile
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="8 + 16 seeds (specialist + broad), N = 12 scheduling instances",
+    )
+    ap.add_argument(
+        "--table", metavar="JSON", help="print the README tables of a finished run and exit"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here (default: benchmarks/reproduce_quick.json or reproduce.json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 from icml26_kernels import evidence as ev
 from icml26_skillmoe import (
@@ -641,12 +667,7 @@ def claim_of(results: dict, evid: dict, sched: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument(
-        "--table", metavar="JSON", help="print the README tables of a finished run and exit"
-    )
-    args = ap.parse_args()
+    args = _parser().parse_args()
     if args.table:
         print(render_table(json.loads(Path(args.table).read_text())))
         return
@@ -696,11 +717,12 @@ def main() -> None:
         for s in range(n_seeds[regime]):
             runs.append(routing_seed(s, n_spec=n_spec, other=other))
             r = runs[-1]
-            print(
-                f"{regime} seed {s}: routed {r['routed']:.3f} fixed3 {r['best_fixed3']:.3f} "
-                f"single {r['best_single']:.3f} agg {r['aggregator']} ({time.time() - t0:.0f}s)",
-                file=sys.stderr,
-            )
+            if not args.quiet:  # progress per regime and seed
+                print(
+                    f"{regime} seed {s}: routed {r['routed']:.3f} fixed3 {r['best_fixed3']:.3f} "
+                    f"single {r['best_single']:.3f} agg {r['aggregator']} ({time.time() - t0:.0f}s)",
+                    file=sys.stderr,
+                )
         summary = {a: mean_ci([r[a] for r in runs]) for a in arms}
         pairs = [("routed", b) for b in baselines] + option_pairs
         diffs = {f"{a}-{b}": mean_ci([r[a] - r[b] for r in runs]) for a, b in pairs}
@@ -724,7 +746,8 @@ def main() -> None:
     diffs = {a: (v["mean"], v["ci95"]) for a, v in head["paired_differences"].items()}
     sched = scheduling(head.pop("assignments_head"), 12 if args.quick else 48)
     results["broad"].pop("assignments_head")
-    print(f"scheduling: {sched}", file=sys.stderr)
+    if not args.quiet:
+        print(f"scheduling: {sched}", file=sys.stderr)
     seconds = round(time.time() - t0, 1)
     cpu_seconds = round(time.process_time() - cpu0, 1)
     evid = evidence_of(results)
@@ -761,7 +784,7 @@ def main() -> None:
         "routing": results,
         "scheduling": sched,
     }
-    out = HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
+    out = args.out or HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
     out.write_text(json.dumps(full, indent=1))
     print(
         json.dumps(
