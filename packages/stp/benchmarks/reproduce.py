@@ -51,6 +51,37 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="fraction 1/2, 10 seeds x 4 lambdas (~200 CPU-s)"
+    )
+    ap.add_argument("--workers", type=int, default=2, help="processes for the fine-tuning runs")
+    ap.add_argument("--seeds", type=int, default=10, help="paired seeds per fraction")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no training: resummarise a stored run JSON in place and, for the --quick JSON, "
+        "rewrite benchmarks/reproduce_row.json keeping its provenance",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here (default: benchmarks/reproduce_quick.json or reproduce.json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 from pydoc_data.topics import topics
 
 import torch
@@ -248,26 +279,15 @@ def mean(xs: list[float]) -> float:
 
 # ---------------------------------------------------------------------------- main
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--workers", type=int, default=2, help="processes for the fine-tuning runs")
-    ap.add_argument("--seeds", type=int, default=10, help="paired seeds per fraction")
-    ap.add_argument(
-        "--row-from",
-        type=Path,
-        default=None,
-        help="no training: resummarise a stored run JSON in place and, for the --quick JSON, "
-        "rewrite benchmarks/reproduce_row.json keeping its provenance",
-    )
-    args = ap.parse_args()
+    args = _parser().parse_args()
     if args.row_from is not None:
         row_from(args.row_from)
         return
     threads = pin_threads(1)  # one thread per process; the spawned workers inherit the env
     if args.workers < 1:
-        ap.error(f"--workers must be >= 1, got {args.workers}")
+        _parser().error(f"--workers must be >= 1, got {args.workers}")
     if args.seeds < 2:
-        ap.error(f"--seeds must be >= 2 for a paired interval, got {args.seeds}")
+        _parser().error(f"--seeds must be >= 2 for a paired interval, got {args.seeds}")
     t0, c0 = time.time(), cpu_seconds()
     seeds, n_pool = args.seeds, 512
     if args.quick:  # 40 runs of 320 steps: ~200 CPU-s on two idle cores
@@ -300,7 +320,8 @@ def main() -> None:
         stp_loss(iid, b_all["spans"], generator=torch.Generator().manual_seed(0), times=4)
     )
     t_pre = cpu_seconds() - c0
-    print(f"base: {base_eval}, iid L_STP {l_iid:.3f} ({t_pre:.1f} CPU-s)", file=sys.stderr)
+    log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
+    log(f"base: {base_eval}, iid L_STP {l_iid:.3f} ({t_pre:.1f} CPU-s)")
 
     def subset(frac: float, seed: int) -> list:
         g = torch.Generator().manual_seed(seed)
@@ -316,10 +337,17 @@ def main() -> None:
         )  # fmt: skip
 
     if args.workers == 1:
-        out = {job: _finetune_kw(job_kwargs(*job)) for job in jobs}
+        out = {}
+        for job in jobs:
+            out[job] = _finetune_kw(job_kwargs(*job))
+            log(f"  done fraction {job[0]:g} seed {job[1]} lambda {job[2]:g}")
     else:  # spawn: fresh interpreters, one torch thread each; the jobs carry their data
         with ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as ex:
             futures = {job: ex.submit(_finetune_kw, job_kwargs(*job)) for job in jobs}
+            for job, fut in futures.items():  # progress per fraction, seed and arm (lambda)
+                fut.add_done_callback(
+                    lambda _, j=job: log(f"  done fraction {j[0]:g} seed {j[1]} lambda {j[2]:g}")
+                )
             out = {job: f.result() for job, f in futures.items()}
     res = {job: r[0] for job, r in out.items()}
 
@@ -360,7 +388,7 @@ def main() -> None:
         "runs": runs,
     }
     full = summarise(full)
-    out_path = HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
+    out_path = args.out or HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")
     out_path.write_text(json.dumps(full, indent=1) + "\n")
     print(json.dumps({k: full[k] for k in ROW_KEYS}))
 
