@@ -45,6 +45,34 @@ import warnings
 from itertools import combinations
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="short GIN training, fewer large graphs")
+    ap.add_argument("--molecules", type=int, default=None, help="default 20 (quick: the first 8)")
+    ap.add_argument("--chi", type=int, default=3, help="bond dimension of the surrogate")
+    ap.add_argument(
+        "--row-from",
+        type=Path,
+        default=None,
+        help="no fitting: resummarise a stored run JSON in place and, for the --quick JSON, "
+        "rewrite benchmarks/reproduce_row.json keeping its provenance",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here (default: benchmarks/reproduce_quick.json or reproduce.json)",
+    )
+    ap.add_argument("--quiet", action="store_true", help="no progress lines or tables on stderr")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 from icml26_kernels.evidence import comparison, evidence, headroom, pin_threads, t_interval
@@ -63,8 +91,12 @@ ELEMENTS = ["C", "N", "O", "F", "P", "S", "Cl", "Br", "I"]
 BUDGETS = (50, 100, 200, 500)
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a: object) -> None:
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------- data
@@ -378,18 +410,9 @@ def choose_molecules(data: list, n_mol: int) -> list:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="short GIN training, fewer large graphs")
-    ap.add_argument("--molecules", type=int, default=None, help="default 20 (quick: the first 8)")
-    ap.add_argument("--chi", type=int, default=3, help="bond dimension of the surrogate")
-    ap.add_argument(
-        "--row-from",
-        type=Path,
-        default=None,
-        help="no fitting: resummarise a stored run JSON in place and, for the --quick JSON, "
-        "rewrite benchmarks/reproduce_row.json keeping its provenance",
-    )
-    args = ap.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     if args.row_from is not None:
         row_from(args.row_from)
         return
@@ -496,7 +519,7 @@ def main() -> None:
         "scale": scale_rows,
         "local_check_max_abs": check,
         "tn_fit_time_ratio_vs_kernelshap_at_500": fit_ratio,
-        "args": {k: v for k, v in vars(args).items() if k != "row_from"},
+        "args": {k: v for k, v in vars(args).items() if k not in ("row_from", "out", "quiet")},
         "threads": threads,
     }
     full = summarise(full)
@@ -504,7 +527,7 @@ def main() -> None:
     from icml26_kernels.provenance import machine_info
 
     full["machine"] = machine_info()
-    (HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")).write_text(
+    (args.out or HERE / ("reproduce_quick.json" if args.quick else "reproduce.json")).write_text(
         json.dumps(full, indent=1)
     )
     log(f"TN-SHAP-G time / shapiq KernelSHAP time at 500 queries: {fit_ratio:.1f}x")
