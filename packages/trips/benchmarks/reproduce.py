@@ -58,6 +58,36 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--quick", action="store_true", help="the committed table (~1 min on one core)")
+    p.add_argument(
+        "--table", action="store_true", help="only rewrite the README from reproduce.json"
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the JSON here (default: benchmarks/reproduce.json, full: reproduce_full.json)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument(
+        "--smoke", type=Path, default=None, metavar="DIR",
+        help="tiny end-to-end check of this script; writes JSON and a README copy into DIR only",
+    )  # fmt: skip
+    p.add_argument(
+        "--resummarise", type=Path, default=None, metavar="JSON",
+        help="no sampling: recompute a stored run's intervals and evidence in place",
+    )  # fmt: skip
+    return p
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import torch
 from icml26_kernels.evidence import (
     clustered_interval,
@@ -102,8 +132,12 @@ def machine() -> dict:
     return machine_info()
 
 
+QUIET = False  # --quiet: no progress lines
+
+
 def log(*a):
-    print(*a, file=sys.stderr, flush=True)
+    if not QUIET:
+        print(*a, file=sys.stderr, flush=True)
 
 
 def t_interval(x: torch.Tensor, clusters: list | None = None) -> tuple[float, float]:
@@ -582,21 +616,9 @@ def write_readme(full: dict) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true", help="the committed table (~1 min on one core)")
-    p.add_argument(
-        "--table", action="store_true", help="only rewrite the README from reproduce.json"
-    )
-    p.add_argument("--out", type=Path, default=None)
-    p.add_argument(
-        "--smoke", type=Path, default=None, metavar="DIR",
-        help="tiny end-to-end check of this script; writes JSON and a README copy into DIR only",
-    )  # fmt: skip
-    p.add_argument(
-        "--resummarise", type=Path, default=None, metavar="JSON",
-        help="no sampling: recompute a stored run's intervals and evidence in place",
-    )  # fmt: skip
-    args = p.parse_args()
+    global QUIET
+    args = _parser().parse_args()
+    QUIET = args.quiet
     if args.resummarise is not None:
         path = args.resummarise.resolve()
         path.write_text(json.dumps(summarise(json.loads(path.read_text())), indent=1) + "\n")
