@@ -74,9 +74,29 @@ MDE = 2.8 SD / sqrt(n)).
 
 from __future__ import annotations
 
+import argparse
 import copy
 from pathlib import Path
 from typing import Any
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--seeds", type=int, default=10, help="paired seeds")
+    ap.add_argument(
+        "--out", default=None, help="write the JSON here (default: benchmarks/planted_depth.json)"
+    )
+    ap.add_argument(
+        "--resummarise", action="store_true",
+        help="recompute the summary of the stored runs (planted_depth.json), no training",
+    )  # fmt: skip
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
 
 import numpy as np
 import torch
@@ -392,20 +412,13 @@ def summarize(per_seed: list[dict[str, dict]], cfg: dict = CFG) -> dict:
 
 
 def main() -> None:
-    import argparse
     import json
     import time
 
     from icml26_kernels.provenance import machine_info
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument(
-        "--resummarise", action="store_true",
-        help="recompute the summary of the stored runs (planted_depth.json), no training",
-    )  # fmt: skip
-    a = ap.parse_args()
-    path = Path(__file__).resolve().with_suffix(".json")
+    a = _parser().parse_args()
+    path = Path(a.out) if a.out else Path(__file__).resolve().with_suffix(".json")
     if a.resummarise:
         stored = json.loads(path.read_text())
         stored["summary"] = summarize(stored["runs"], stored["config"])

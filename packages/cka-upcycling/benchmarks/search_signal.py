@@ -30,6 +30,32 @@ import os
 import time
 from pathlib import Path
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--seeds", type=int, default=10, help="paired seeds")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="worker processes (results do not depend on it)",
+    )
+    ap.add_argument(
+        "--out", default=None, help="write the JSON here (default: benchmarks/search_signal.json)"
+    )
+    ap.add_argument("--only-diagnostic", action="store_true", help="keep the modes in the JSON")
+    ap.add_argument(
+        "--resummarise", action="store_true",
+        help="recompute intervals and MDEs of the stored per-seed accuracies, no training",
+    )  # fmt: skip
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 from icml26_cka_upcycling import cl_metrics
 from icml26_kernels.evidence import mde
@@ -44,16 +70,8 @@ def _acc(r: dict) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    ap.add_argument("--only-diagnostic", action="store_true", help="keep the modes in the JSON")
-    ap.add_argument(
-        "--resummarise", action="store_true",
-        help="recompute intervals and MDEs of the stored per-seed accuracies, no training",
-    )  # fmt: skip
-    a = ap.parse_args()
-    path = HERE / "search_signal.json"
+    a = _parser().parse_args()
+    path = Path(a.out) if a.out else HERE / "search_signal.json"
     if a.resummarise:
         stored = json.loads(path.read_text())
         for r in stored["modes"].values():

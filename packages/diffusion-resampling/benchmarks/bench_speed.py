@@ -11,6 +11,20 @@ import json
 import sys
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="N up to 512, 3 repeats (default 2048, 10)"
+    )
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import jax
 import jax.numpy as jnp
 from icml26_diffusion_resampling import diffusion_resample, ot_resample
@@ -27,9 +41,7 @@ def bench(fn, *args, repeats):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     sizes = (32, 128, 512) if args.quick else (32, 128, 512, 2048)
     repeats = 3 if args.quick else 10
     diff = jax.jit(lambda k, lw, x: diffusion_resample(k, lw, x, n_steps=8)[1])

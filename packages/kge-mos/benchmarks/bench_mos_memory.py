@@ -22,6 +22,19 @@ import json
 import sys
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--quick", action="store_true", help="smaller sizes (|E| = 20 000), 3 repeats")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    return p
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import torch
 from icml26_kge_mos import mos_log_probs_ref, mos_log_probs_sliced
 
@@ -62,13 +75,10 @@ def measure(fn, inputs, target, repeats):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    a = p.parse_args()
+    a = _parser().parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        p.error("--device cuda: no CUDA device is available")
+        _parser().error("--device cuda: no CUDA device is available")
     torch.set_num_threads(2)
     b, k, d, n = (128, 4, 32, 20_000) if a.quick else (256, 8, 64, 100_000)
     chunk = 2048

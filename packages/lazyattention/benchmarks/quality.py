@@ -31,6 +31,33 @@ import json
 import sys
 import time
 from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--steps", type=int, default=1200, help="training steps")
+    ap.add_argument("--batch", type=int, default=16, help="examples per step")
+    ap.add_argument("--hidden", type=int, default=64, help="model width")
+    ap.add_argument("--docs", type=int, default=3, help="documents per example (K)")
+    ap.add_argument("--lr", type=float, default=3e-3, help="learning rate")
+    ap.add_argument("--eval", type=int, default=200, help="held-out examples")
+    ap.add_argument("--block-size", type=int, default=16, help="KV-cache block size")
+    ap.add_argument("--seed", type=int, default=0, help="init and data seed")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument(
+        "--out",
+        default=str(Path(__file__).with_name("quality.json")),
+        help="write the JSON here (default: benchmarks/quality.json)",
+    )
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 from pydoc_data.topics import topics
 
 import numpy as np
@@ -173,19 +200,7 @@ def paired_diff(a: np.ndarray, b: np.ndarray, seed: int, n_boot: int = 4000) -> 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=1200)
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--docs", type=int, default=3, help="documents per example (K)")
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--eval", type=int, default=200, help="held-out examples")
-    ap.add_argument("--block-size", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--out", default=str(Path(__file__).with_name("quality.json")))
-    args = ap.parse_args()
+    args = _parser().parse_args()
     torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
     train_texts, test_texts = split_corpus(args.seed)

@@ -17,6 +17,20 @@ import sys
 import tempfile
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--steps", type=int, default=30, help="timed training steps per loss")
+    p.add_argument("--hidden", type=int, default=128, help="hidden width of the reward model")
+    p.add_argument("--layers", type=int, default=2, help="layers of the reward model")
+    return p
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 from icml26_normbt import NormBTState, bt_loss, normbt_loss
@@ -82,11 +96,7 @@ def step_time(trainer, batch, opt):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--layers", type=int, default=2)
-    args = p.parse_args()
+    args = _parser().parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         trl_tr, ours = build(tmp, args.hidden, args.layers)

@@ -15,6 +15,18 @@ import json
 import sys
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="two (n, T) grid points instead of four")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import icml26_online_fair as of
 import numpy as np
 
@@ -44,9 +56,7 @@ def offline_rerun_seconds(inst, offline, stride):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     try:
         from fairpyx.algorithms import round_robin as fairpyx_rr
 

@@ -16,6 +16,18 @@ import json
 import sys
 import time
 
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__.split("\n\n")[0]
+    )
+    ap.add_argument("--quick", action="store_true", help="graphs up to 14 nodes (default 16)")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the imports below
+
 import numpy as np
 import torch
 from icml26_kernels.tensornet import contract, multilinear_vectors
@@ -28,9 +40,7 @@ def ring_with_tails(n: int) -> list[tuple[int, int]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     torch.set_num_threads(1)
     import shapiq
 
