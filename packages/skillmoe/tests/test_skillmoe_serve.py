@@ -236,8 +236,17 @@ def test_body_limits_413_before_reading_and_message_limits_400():
     try:
         # the operator's 64 MB body: 413, not read (the default limit is 1 MiB)
         big = b'{"messages": [{"role": "user", "content": "' + b"x" * (64 << 20) + b'"}]}'
-        r = httpx.post(url, content=big, headers={"content-type": "application/json"}, timeout=30)
-        assert r.status_code == 413 and "max_body_bytes=4096" in r.json()["error"]["message"]
+        try:
+            r = httpx.post(
+                url, content=big, headers={"content-type": "application/json"}, timeout=30
+            )
+            assert r.status_code == 413 and "max_body_bytes=4096" in r.json()["error"]["message"]
+        except (httpx.RemoteProtocolError, httpx.WriteError, httpx.ReadError):
+            # the server closes without reading the 64 MB still in flight, so the kernel may
+            # reset the connection and drop the 413 before this client reads it (CI saw it once:
+            # headers read, body lost); no lingering close by design. The answer itself is
+            # checked exactly below, where no body is in flight
+            pass
         # decided from Content-Length alone: the answer comes without one byte of the body sent
         reply = raw_exchange(
             url,
@@ -245,6 +254,7 @@ def test_body_limits_413_before_reading_and_message_limits_400():
             f"Content-Length: {64 << 20}\r\n\r\n",
         )
         assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+        assert b"max_body_bytes=4096" in reply and b"request_too_large" in reply, reply[-300:]
         # and the server does not drain the 64 MB either: it closes after the answer
         assert b"\r\nconnection: close\r\n" in reply.lower(), reply[:300]
         # a chunked body (no Content-Length) is cut off once it passes the limit

@@ -26,7 +26,9 @@ arriving meanwhile form the next batch.
 Limits (each an argument of :func:`make_app` / :func:`make_server` and a CLI option):
 ``max_queue`` requests admitted and not yet answered (beyond: 503 with ``Retry-After``, an
 estimate from the recent batch times); ``max_body_bytes`` (413, decided from
-``Content-Length`` before the body is read, or while reading a chunked one);
+``Content-Length`` before the body is read, or while reading a chunked one; the server then
+closes without draining the rest, so a client still streaming a large body may see a reset
+instead of the 413: put a proxy with a lingering close, such as nginx, in front if it must);
 ``max_messages`` and ``max_message_chars`` (400); ``request_timeout_s`` (504; a request
 still queued then leaves the queue); ``api_key`` (``Authorization: Bearer <key>`` on
 ``/v1/*``, 401 otherwise, as ``vllm serve --api-key``). Error bodies are OpenAI-shaped
