@@ -20,6 +20,21 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(REPO.glob("packages/*/benchmarks/reproduce.py"))
+# the other entry points with a command line (paper.py and the table printers aside)
+OTHERS = [
+    REPO / "packages" / p
+    for p in (
+        "cka-upcycling/benchmarks/planted_depth.py",
+        "cka-upcycling/benchmarks/search_signal.py",
+        "diffusion-resampling/benchmarks/bench_speed.py",
+        "diffusion-resampling/benchmarks/gms.py",
+        "kge-mos/benchmarks/bench_mos_memory.py",
+        "lazyattention/benchmarks/quality.py",
+        "normbt/benchmarks/bench_overhead.py",
+        "online-fair/benchmarks/bench_speed.py",
+        "tnshap/benchmarks/bench_readout.py",
+    )
+]
 HEAVY = ("torch", "jax", "jaxlib", "transformers", "tensorflow", "sklearn", "scipy")
 
 RUNNER = r"""
@@ -92,7 +107,7 @@ def probe(script: Path) -> dict:
     return json.loads(r.stdout.rsplit("@@CLI@@", 1)[1])
 
 
-def check(script: Path) -> list[str]:
+def check(script: Path, required: tuple[str, ...] = ("--out", "--quiet")) -> list[str]:
     """The problems of one script's command line (empty: good)."""
     info = probe(script)
     problems = []
@@ -115,7 +130,7 @@ def check(script: Path) -> list[str]:
         if not (opt["help"] or "").strip():
             problems.append(f"{'/'.join(opt['flags']) or opt['dest']} has no help")
     flags = {f for opt in parser["options"] for f in opt["flags"]}
-    problems += [f"no {f}" for f in ("--out", "--quiet") if f not in flags]
+    problems += [f"no {f}" for f in required if f not in flags]
     return problems
 
 
@@ -126,6 +141,11 @@ def test_there_are_scripts():
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.parts[-3] for s in SCRIPTS])
 def test_help_before_heavy_imports(script: Path):
     assert check(script) == []
+
+
+@pytest.mark.parametrize("script", OTHERS, ids=[f"{s.parts[-3]}/{s.name}" for s in OTHERS])
+def test_other_entry_points_help_before_heavy_imports(script: Path):
+    assert check(script, required=()) == []
 
 
 def test_a_top_level_torch_import_fails(tmp_path: Path):
