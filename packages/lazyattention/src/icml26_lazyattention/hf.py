@@ -53,16 +53,53 @@ from icml26_kernels.attention import (
 )
 from icml26_kernels.backend import select_backend
 
+from .cache import BlockPool, DocumentKVCache, document_key
+from .layout import blocks_for
+from .lazy import POLICIES, RequestPlan, _filler, block_diagonal_mask, plan_documents, release_plan
+
+# the oldest transformers this module works with: 4.45-4.50 lack AttentionInterface, 4.56-5.10
+# make CacheLayerMixin.get_max_cache_shape abstract differently (issue 66); pyproject [hf] says so
+MIN_TRANSFORMERS = "5.18"
+
+
+def transformers_problem(found: str | None, minimum: str = MIN_TRANSFORMERS) -> str | None:
+    """Why the installed transformers (version ``found``, None: absent) cannot be used, or None."""
+    if found is None:
+        return (
+            f"transformers is not installed; >= {minimum} required: "
+            f"pip install 'icml26-lazyattention[hf]'"
+        )
+
+    def key(v: str) -> tuple[int, ...]:
+        parts = []
+        for piece in v.split(".")[:3]:
+            digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+            parts.append(int(digits) if digits else 0)
+        return tuple(parts)
+
+    if key(found) < key(minimum):
+        return (
+            f"transformers {found} found, >= {minimum} required: "
+            f"pip install -U 'transformers>={minimum}'"
+        )
+    return None
+
+
 try:  # the [hf] extra; without it the pipeline and the cache refuse to be built
+    import transformers as _transformers
+
+    _TRANSFORMERS_PROBLEM = transformers_problem(_transformers.__version__)
+except ImportError:  # pragma: no cover
+    _TRANSFORMERS_PROBLEM = transformers_problem(None)
+try:
+    if _TRANSFORMERS_PROBLEM is not None:
+        raise ImportError(_TRANSFORMERS_PROBLEM)
     from transformers import Cache as _CacheBase
     from transformers.cache_utils import CacheLayerMixin as _LayerBase
 except ImportError:  # pragma: no cover
     _CacheBase = object  # type: ignore[misc,assignment]
     _LayerBase = object  # type: ignore[misc,assignment]
 
-from .cache import BlockPool, DocumentKVCache, document_key
-from .layout import blocks_for
-from .lazy import POLICIES, RequestPlan, _filler, block_diagonal_mask, plan_documents, release_plan
 
 __all__ = [
     "ATTN_IMPLEMENTATION",
@@ -211,9 +248,7 @@ class LazyDocumentCache(_CacheBase):  # type: ignore[misc,valid-type]
         grow: bool = True,
     ) -> None:
         if _CacheBase is object:
-            raise ImportError(
-                "LazyDocumentCache needs transformers: pip install 'icml26-lazyattention[hf]'"
-            )
+            raise ImportError(f"LazyDocumentCache: {_TRANSFORMERS_PROBLEM}")
         super().__init__(layers=[_LazyLayer(self) for _ in range(pipeline.n_layers)])
         self.pipeline = pipeline
         self.rows = rows
@@ -372,6 +407,8 @@ def _no_mask(*args: Any, **kwargs: Any) -> None:
 def register() -> str:
     """Register the attention function and its (empty) mask builder with transformers; returns
     the ``attn_implementation`` name (idempotent)."""
+    if _TRANSFORMERS_PROBLEM is not None:
+        raise ImportError(f"register: {_TRANSFORMERS_PROBLEM}")
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
