@@ -28,7 +28,7 @@ from icml26_stp.data import nl_regex_pairs
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import reproduce as R  # noqa: E402
+import reproduce as R
 
 torch.set_num_threads(1)
 CHECKPOINTS = (0, 100, 500, 1000, 2000)
