@@ -285,7 +285,28 @@ def install(session: nox.Session, package: str) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _install_and_test(session: nox.Session, member: Member, work: Path, rest: list[str]) -> None:
+@nox.session
+@nox.parametrize("package", NAMES, ids=NAMES)
+def lowest(session: nox.Session, package: str) -> None:
+    """``install``, but every declared floor: ``uv pip install --resolution lowest-direct``.
+
+    The member's requirements (base, every extra, the dev group) are passed as direct ones, so
+    each resolves to its lowest allowed version (transitive ones to the highest); the tests (and
+    tests/test_readme.py, where there is one) then run against that. A failure means a floor in
+    pyproject.toml is false: raise it, or make the code work there.
+    """
+    rest = _selected(session, package, NAMES)
+    member = BY_NAME[package]
+    work = Path(tempfile.mkdtemp(prefix=f"icml26-lowest-{member.name}-"))
+    try:
+        _install_and_test(session, member, work, rest, lowest=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _install_and_test(
+    session: nox.Session, member: Member, work: Path, rest: list[str], lowest: bool = False
+) -> None:
     from_index = os.environ.get("ICML26_KERNELS_FROM_INDEX") == "1"
     given = os.environ.get("ICML26_WHEEL_DIR")
     dist = work / "dist"
@@ -306,10 +327,15 @@ def _install_and_test(session: nox.Session, member: Member, work: Path, rest: li
     # from_index: only the member's own wheel from disk; icml26-kernels comes from the index
     links = [] if from_index else ["--find-links", str(dist)]
     pip = ["uv", "pip", "install", "--python", python, *links]
+    floors: list[str] = []  # lowest: the declared requirements themselves, as direct ones
+    if lowest:
+        pip += ["--resolution", "lowest-direct"]
+        extra_reqs = [r for reqs in member.extras.values() for r in reqs]
+        floors = [*member.dependencies, *extra_reqs]
     no_sources = {"UV_NO_SOURCES": "1"}
 
     # 1. bare install: the public API imports with the base dependencies alone
-    session.run(*pip, str(wheel), env=no_sources)
+    session.run(*pip, str(wheel), *member.dependencies if lowest else (), env=no_sources)
     session.chdir(work)
     session.run(
         python,
@@ -323,7 +349,7 @@ def _install_and_test(session: nox.Session, member: Member, work: Path, rest: li
     # 2. extras and the dev group, then the member's tests against the installed wheel
     extras = ",".join(member.extras)
     target = f"{member.dist}[{extras}] @ {wheel.as_uri()}" if extras else str(wheel)
-    session.run(*pip, target, *member.dev, env=no_sources)
+    session.run(*pip, target, *floors, *member.dev, env=no_sources)
     # the tests run from a copy outside the repository, with the member's pytest settings
     shutil.copytree(member.path / "tests", work / "tests")
     shutil.copy(member.path / "pyproject.toml", work / "pyproject.toml")
