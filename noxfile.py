@@ -9,6 +9,10 @@
     uvx nox -s "mutants(normbt)"      # every mutant in tests/mutants.toml still killed (slow)
     uvx nox -s "slow(normbt)"         # the tests marked slow (and not gpu), deselected by tests
 
+CI and .ci/run pin nox and uv to uv.lock's versions (``uvx --from 'nox==<lock>' nox``; setup-uv
+``version:``; the root pyproject's ``required-version``); every tool a session runs comes from the
+lock or an exact pin. tools/tests/test_tools_pins.py checks that they agree.
+
 Members are discovered from the pyproject.toml files (tools/workspace.py): no hand-kept list.
 A member's environment is ``uv sync --package icml26-<name> --all-extras --exact --locked``:
 exactly that member, its extras, its dev group and icml26-kernels, so a sibling import fails.
@@ -39,6 +43,8 @@ from workspace import Member, discover  # noqa: E402
 PLUGINS = ROOT / "tools" / "pytest_plugins"
 NO_NETWORK = ("-p", "icml26_no_network")
 
+# an older nox stops here with a message (sessions use parametrize ids, reuse_venv="yes")
+nox.needs_version = ">=2024.10"
 nox.options.default_venv_backend = "uv"
 # the root pyproject declares package-level conflicts (fairpyx's numpy<2 cap); uv marks them preview
 os.environ.setdefault("UV_PREVIEW_FEATURES", "package-conflicts")
