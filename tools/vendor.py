@@ -6,7 +6,10 @@
 
     uv run tools/vendor.py NAME --into DIR [--package-name P] [--modules loss,diagnostics] [--force]
 
-Writes ``DIR/P/`` (P defaults to the import name, e.g. ``icml26_normbt``):
+Writes ``DIR/P/``. P defaults to ``_vendored_<name>`` (e.g. ``_vendored_normbt``), never the
+package's own import name: a copy called ``icml26_normbt`` would shadow an installed
+``icml26-normbt``, or be shadowed by it, depending on sys.path order (ruff's extend-exclude
+``**/_vendored_*`` already skips such folders). Names of icml26 packages are refused. It holds:
 
 - the package's modules (all of them, or ``--modules`` plus what they import inside the
   package), with their data files;
@@ -14,7 +17,7 @@ Writes ``DIR/P/`` (P defaults to the import name, e.g. ``icml26_normbt``):
 - every import of the package itself or of ``icml26_kernels`` rewritten to a relative one, so
   the copy runs under any name;
 - a provenance header on every file (package, version, commit, license) and ``VENDORED.md``
-  with the third-party requirements the copy still needs.
+  with the import line of the copy and the third-party requirements it still needs.
 
 It refuses, changing nothing, when something cannot be carried: an import of another paper
 package, ``import icml26_kernels.x`` without ``as`` (binds a name that no longer exists), a
@@ -36,12 +39,55 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from workspace import ROOT, Member, UnknownPackageError, discover, get
 
 KERNELS = "icml26_kernels"
+VENDORED_PREFIX = "_vendored_"
 KERNELS_DIR = "_kernels"
 SKIP_FILES = {"py.typed"}
 
 
 class VendorError(Exception):
     """Something cannot be carried; the message says what and where."""
+
+
+def default_package_name(member: Member) -> str:
+    """``_vendored_<name>`` (``icml26_kge_mos`` -> ``_vendored_kge_mos``): unlike the import
+    name, it cannot collide with an installed icml26 distribution."""
+    return VENDORED_PREFIX + member.import_name.removeprefix("icml26_")
+
+
+def _public_names(path: Path, limit: int = 3) -> list[str]:
+    """A module's ``__all__`` (a literal list), else its public top-level defs and classes."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(x, ast.Name) and x.id == "__all__" for x in targets):
+            try:
+                names = [n for n in ast.literal_eval(node.value) if isinstance(n, str)]
+            except ValueError:
+                break
+            return names[: limit + 1]
+    names = [
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and not n.name.startswith("_")
+    ]
+    return names[: limit + 1]
+
+
+def import_lines(pkg: str, own: Source, modules: list[str] | None, limit: int = 3) -> list[str]:
+    """How the copy is imported: ``from _vendored_normbt import A, B, C, ...`` (the package's
+    ``__all__``); for a partial copy (no package ``__init__``), one line per named module."""
+    lines = []
+    for dotted in modules or [""]:
+        f = own.module_file(dotted)
+        names = _public_names(f, limit) if f is not None else []
+        where = f"{pkg}.{dotted}" if dotted else pkg
+        if not names:
+            lines.append(f"import {where}")
+            continue
+        more = ", ..." if len(names) > limit else ""
+        lines.append(f"from {where} import {', '.join(names[:limit])}{more}")
+    return lines
 
 
 @dataclass
@@ -283,9 +329,16 @@ def vendor(
     own = Source(member.import_name, member.src)
     kern = Source(KERNELS, kernels_member.src) if kernels_member else None
     paper_names = {m.import_name for m in members if not m.is_kernels}
-    pkg = package_name or member.import_name
+    pkg = package_name or default_package_name(member)
     if not pkg.isidentifier():
         raise VendorError(f"--package-name must be a Python identifier; got {pkg!r}")
+    taken = {m.import_name for m in members}
+    if pkg in taken:
+        raise VendorError(
+            f"--package-name {pkg!r} is the import name of an icml26 distribution: the copy would "
+            "shadow an installed one (or be shadowed by it); leave it out for "
+            f"{default_package_name(member)!r}, or pick another name"
+        )
     target = Path(into) / pkg
     if target.exists() and not force:
         raise VendorError(f"{target} exists; pass --force to replace it")
@@ -341,6 +394,7 @@ def vendor(
                     out.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(f, out)
         reqs = sorted(plan.third_party)
+        imports = "\n".join(f"    {line}" for line in import_lines(pkg, own, modules))
         # Apache-2.0 §4(a): a redistributed copy carries the license text
         license_file = next(
             (f for f in (member.path / "LICENSE", Path(root) / "LICENSE") if f.is_file()), None
@@ -352,6 +406,8 @@ def vendor(
             f"# Vendored: {member.dist} {member.version}\n\n"
             f"Copied by `tools/vendor.py` from the icml26 monorepo at commit {commit}.\n"
             f"License: Apache-2.0, text in LICENSE beside this file (keep both). Paper: {member.paper or member.description}\n\n"
+            f"Import the copy as `{pkg}`, in place of `{member.import_name}` (the folder holding\n"
+            f"{pkg}/ must be on sys.path, as a project root usually is):\n\n{imports}\n\n"
             f"Third-party modules imported by this copy: {', '.join(reqs) or 'none'}.\n"
             f"The package declares: {', '.join(member.dependencies) or 'nothing'}.\n"
         )
@@ -369,7 +425,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", help="package short name, e.g. normbt")
     parser.add_argument("--into", type=Path, required=True, help="folder to write the copy into")
     parser.add_argument(
-        "--package-name", help="name of the copied package (default: its import name)"
+        "--package-name",
+        help="name of the copied package (default: _vendored_<name>, e.g. _vendored_normbt; "
+        "never an icml26 import name, which an installed distribution would clash with)",
     )
     parser.add_argument(
         "--modules",
@@ -386,10 +444,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"vendored {args.name} into {out}")
+    print(f"import it as: {import_line(out)}")
     print(f"the copy imports: {third_party_line(out)} (details: {out / 'VENDORED.md'})")
     if mods is None:
         print("copy fewer modules (and their imports) with --modules, e.g. --modules loss")
     return 0
+
+
+def import_line(target: Path) -> str:
+    """The first import line VENDORED.md shows for a vendored copy."""
+    lines = (target / "VENDORED.md").read_text().splitlines()
+    return next((ln.strip() for ln in lines if ln.startswith("    ")), "unknown")
 
 
 def third_party_line(target: Path) -> str:

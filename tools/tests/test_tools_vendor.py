@@ -33,6 +33,31 @@ def test_vendored_copy_runs_under_another_name(fake_repo, tmp_path):
     assert res.stdout.strip() == "[2, 4]"
     notes = (out / "VENDORED.md").read_text()
     assert "icml26-alpha 0.1.0" in notes and "Apache-2.0" in notes
+    assert "\n    from mylib import double\n" in notes  # the import line of the copy
+
+
+def test_default_name_cannot_shadow_the_distribution(fake_repo, tmp_path):
+    """Issue 66: the default target was the import name (icml26_alpha), so the copy shadowed an
+    installed icml26-alpha, or the other way round, depending on sys.path order."""
+    out = vendor.vendor("alpha", tmp_path / "proj", root=fake_repo)
+    assert out.name == "_vendored_alpha"
+    assert out.match("**/_vendored_*")  # what the root pyproject's ruff extend-exclude skips
+    notes = (out / "VENDORED.md").read_text()
+    line = "from _vendored_alpha import double"
+    assert f"\n    {line}\n" in notes and "in place of `icml26_alpha`" in notes
+    res = run_in(tmp_path / "proj", f"{line}; print(double([4]))")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[8]"
+    # an icml26 import name is refused outright, the package's own or a sibling's
+    for taken in ("icml26_alpha", "icml26_beta", "icml26_kernels"):
+        with pytest.raises(vendor.VendorError, match="import name of an icml26 distribution"):
+            vendor.vendor("alpha", tmp_path / "p2", package_name=taken, root=fake_repo)
+    assert not (tmp_path / "p2").exists()
+
+
+def test_cli_prints_the_import_line(fake_repo, tmp_path, capsys):
+    assert vendor.main(["alpha", "--into", str(tmp_path), "--root", str(fake_repo)]) == 0
+    assert "import it as: from _vendored_alpha import double" in capsys.readouterr().out
 
 
 def test_partial_copy_takes_the_closure_and_no_package_init(fake_repo, tmp_path):
@@ -40,9 +65,11 @@ def test_partial_copy_takes_the_closure_and_no_package_init(fake_repo, tmp_path)
     assert (out / "helpers.py").is_file()  # imported by method
     init = (out / "__init__.py").read_text()
     assert "from .method" not in init  # the package __init__ was not copied
-    res = run_in(tmp_path, "from icml26_alpha.method import dumps; print(dumps([3]))")
+    res = run_in(tmp_path, "from _vendored_alpha.method import dumps; print(dumps([3]))")
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[6]"
+    # no package __init__: VENDORED.md names the module
+    assert "\n    from _vendored_alpha.method import " in (out / "VENDORED.md").read_text()
 
 
 def test_refuses_a_sibling_import_and_writes_nothing(fake_repo, tmp_path):
@@ -106,6 +133,7 @@ def test_a_real_package_vendors_and_runs(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert float(res.stdout.strip()) == 5.0
+    assert "\n    from fairlib.notions import " in (out / "VENDORED.md").read_text()
     assert (
         "numpy" in (out / "VENDORED.md").read_text()
         and "scipy" in (out / "VENDORED.md").read_text()
