@@ -129,7 +129,7 @@ def test_uv_is_pinned_in_every_setup_uv_and_in_ci_run_and_meets_required_version
     assert seen >= 8
     run = (REPO / ".ci" / "run").read_text()
     boot = re.search(r"-m pip install --quiet (\S+)", run)
-    assert boot and boot.group(1).strip("'\"") == 'uv==$uv_pin', boot and boot.group(1)
+    assert boot and boot.group(1).strip("'\"") == "uv==$uv_pin", boot and boot.group(1)
     pin = re.search(r"^uv_pin=(\S+)$", run, flags=re.M)
     assert pin and pin.group(1) == uv, pin and pin.group(1)
     # a uv of another version on PATH is replaced by the pinned one, not used
