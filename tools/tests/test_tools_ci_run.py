@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -31,7 +32,10 @@ def run_ci(tmp_path: Path, tests_output: str, tests_rc: int, lint_rc: int = 0, p
         f"echo 'nox > Session lint was successful.'; exit {lint_rc}\n"
     )
     fake.chmod(0o755)
-    (bin_dir / "uv").write_text("#!/usr/bin/env bash\nexit 0\n")
+    # the pinned uv (.ci/run's uv_pin): another version would be replaced by a bootstrapped one
+    pin = re.search(r"^uv_pin=(\S+)$", (REPO / ".ci/run").read_text(), flags=re.M)
+    assert pin, ".ci/run has no uv_pin="
+    (bin_dir / "uv").write_text(f"#!/usr/bin/env bash\necho 'uv {pin.group(1)}'\n")
     (bin_dir / "uv").chmod(0o755)
     # the portability pass's variables may be set around this very test (CI's second pass)
     outer = {"ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "OMP_NUM_THREADS"}

@@ -468,14 +468,18 @@ def test_actionlint_is_current_enough(tmp_path):
 # ---------------------------------------------------------------- newcomer path
 
 
-def test_ci_run_never_pips_into_the_system_python(tmp_path):
-    """Without uv on PATH, .ci/run makes a throwaway venv for it (PEP 668-safe)."""
+@pytest.mark.parametrize("uv_on_path", [None, "0.9.0"])
+def test_ci_run_never_pips_into_the_system_python(tmp_path, uv_on_path):
+    """Without uv on PATH, or with another version than the pin (which the root pyproject's
+    required-version refuses), .ci/run makes a throwaway venv for the pinned one (PEP 668-safe)."""
     (tmp_path / ".ci").mkdir()
     shutil.copy(REPO / ".ci/run", tmp_path / ".ci/run")
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
     bin_dir.mkdir()
     for t in ("bash", "tee", "mktemp", "grep", "awk", "rm", "cat", "mkdir", "cp", "dirname"):
         (bin_dir / t).symlink_to(shutil.which(t))
+    if uv_on_path:
+        write(bin_dir / "uv", f"#!/usr/bin/env bash\necho 'uv {uv_on_path}'\n").chmod(0o755)
     stub = tmp_path / "stubs"
     stub.mkdir()
     write(stub / "uvx", "#!/usr/bin/env bash\necho '=== 1 passed in 1s ==='\n")
