@@ -331,8 +331,9 @@ def plan(root: Path, members: list[workspace.Member], suites: bool = False) -> l
 
 
 def _test_extras(m: workspace.Member) -> tuple[str, ...]:
-    """Extras a member's GPU tests need: the kernels' own tests are Triton tests."""
-    return ("triton",) if m.is_kernels and "triton" in m.extras else ()
+    """Extras a member's GPU tests need: its ``triton`` extra where it has one (the kernels' own
+    tests are Triton tests; latentmoe and lazyattention make Triton opt-in for CPU users)."""
+    return ("triton",) if "triton" in m.extras else ()
 
 
 def _uses_kernels(m: workspace.Member, members: list[workspace.Member]) -> bool:

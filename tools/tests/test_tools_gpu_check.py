@@ -66,7 +66,11 @@ def test_out_is_required_unless_listing():
 def test_member_requirements_expand_the_kernels_extras():
     members = workspace.discover(REPO)
     latentmoe = next(m for m in members if m.name == "latentmoe")
-    reqs = gpu_check.member_requirements(latentmoe, members)
+    base = gpu_check.member_requirements(latentmoe, members, dev=False)
+    assert "triton" not in [gpu_check._req_name(r)[0] for r in base]  # opt-in for CPU users
+    extras = gpu_check._test_extras(latentmoe)
+    assert extras == ("triton",)  # the GPU check installs it
+    reqs = gpu_check.member_requirements(latentmoe, members, extras=extras)
     names = [gpu_check._req_name(r)[0] for r in reqs]
     assert "triton" in names and "torch" in names and "transformers" in names  # dev group too
     assert not any(n.startswith("icml26") for n in names)
