@@ -91,7 +91,7 @@ def load_rows(dataset: str, n: int) -> list[dict[str, Any]]:
         with open(dataset) as f:
             rows = [json.loads(line) for line in f if line.strip()]
     else:
-        import datasets  # the recipe extra
+        import datasets  # not a dependency: uv run --with 'datasets>=3' (README)
 
         ds = datasets.load_dataset(dataset, PAPER["config"], split=PAPER["split"])
         rows = [ds[i] for i in range(min(n, len(ds)))]

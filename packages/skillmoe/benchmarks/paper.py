@@ -194,7 +194,7 @@ def load_split(dataset: str, benchmark: str, split: str, n: int | None) -> list[
         with open(path / f"{split}.jsonl") as f:
             rows = [json.loads(line) for line in f if line.strip()]
     else:
-        import datasets  # the recipe extra
+        import datasets  # not a dependency: uv run --with 'datasets>=3' (README)
 
         hub, config, *_ = PAPER["datasets"][benchmark]
         rows = list(datasets.load_dataset(dataset or hub, config, split=split))
