@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -15,6 +16,14 @@ from icml26_stp.trl import STPConfig, STPSFTTrainer  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from .test_stp_spans import CONVS  # noqa: E402
+
+# torch's generic (non-vectorised) CPU kernels, as in .ci/run's portability pass, reach a oneDNN
+# bf16 packing routine that raises "pack_vnni2 is only supported when avx512 is supported" inside
+# the TRL training step: a torch limitation, not this package's; the same tests run on vector kernels
+_GENERIC_KERNELS = pytest.mark.skipif(
+    os.environ.get("ATEN_CPU_CAPABILITY") == "default",
+    reason="torch: pack_vnni2 needs avx512 under ATEN_CPU_CAPABILITY=default",
+)
 
 
 def tiny_model(tok, seed=0):
@@ -110,6 +119,7 @@ def test_layer_option_reads_that_hidden_state(bpe_tokenizer, tmp_path):
     assert not torch.allclose(hs[1], hs[-1])
 
 
+@_GENERIC_KERNELS
 def test_train_with_accumulation_logs_both_terms_and_eval_returns_no_hidden(
     bpe_tokenizer, tmp_path
 ):
@@ -279,6 +289,7 @@ class Recording(STPSFTTrainer):
         return loss
 
 
+@_GENERIC_KERNELS
 def test_lambda_warmup_reaches_lambda_at_the_last_step(bpe_tokenizer, tmp_path):
     lam, steps = 0.3, 4
     Recording.calls = []
