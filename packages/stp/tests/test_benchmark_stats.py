@@ -65,6 +65,8 @@ def test_the_row_is_the_stored_quick_run_resummarised(bench) -> None:
 
 
 def test_the_claim_prints_the_95_interval() -> None:
+    if not (BENCH / "reproduce_row.json").is_file():
+        pytest.skip("needs the source checkout (benchmarks/)")
     row = json.loads((BENCH / "reproduce_row.json").read_text())
     c = next(
         c
