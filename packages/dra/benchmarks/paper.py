@@ -26,7 +26,8 @@ positive class) and ``ref`` (the unsafe targets, same columns); DATE-LM's
 3. per seed and arm (unfiltered, minus the top-B of RepSim, minus the top-B of DRA; B =
    ``--budget-factor`` x the number of unsafe rows) a fresh copy of ``--base-model`` is
    fine-tuned on the pool (AdamW, loss on the response tokens), then greedily answers held-out
-   harmful prompts (JailbreakBench's ``JailbreakBench/JBB-Behaviors``, config ``behaviors``,
+   harmful prompts (prompts go through the tokenizer's chat template when it has one;
+   JailbreakBench's ``JailbreakBench/JBB-Behaviors``, config ``behaviors``,
    split ``harmful``, column ``Goal``); ASR = fraction of answers containing none of the
    refusal phrases (keyword-matching ASR, as in Zou et al. 2023's GCG evaluation).
 
@@ -209,6 +210,16 @@ def unsafe_labels(rows: list[dict], column: str, label: str) -> Any:
     return np.array([1 if r[column] == label else 0 for r in rows], dtype=int)
 
 
+def format_prompt(tok: Any, prompt: str) -> str:
+    """The prompt as the model saw it in training: through the tokenizer's chat template (one
+    user turn plus the generation prompt; DATE-LM's ``prepare_chat_format`` trains on user /
+    assistant messages) when it has one, else as is."""
+    if getattr(tok, "chat_template", None):
+        msgs = [{"role": "user", "content": prompt}]
+        return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return prompt
+
+
 def attack_success(answers: list[str], refusals: list[str]) -> float:
     """Keyword ASR: the fraction of answers containing none of the refusal phrases."""
     low = [r.lower() for r in refusals]
@@ -383,9 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     pc, rc = PAPER["prompt_column"], PAPER["response_column"]
 
     def batch_of(rows: list[dict]) -> dict:
-        return tokenize_pairs(
-            tok, [r[pc] for r in rows], [r[rc] for r in rows], max_length=args.max_length
-        )
+        ps = [format_prompt(tok, r[pc]) for r in rows]
+        return tokenize_pairs(tok, ps, [r[rc] for r in rows], max_length=args.max_length)
 
     b_pool, b_ref = batch_of(pool), batch_of(refs)
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -410,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts: list[str] = []
     if not args.no_retrain:
         ev = load_split(args.eval_dataset, args.eval_config, args.eval_split)
-        prompts = [str(r[args.eval_column]) for r in ev][: args.max_eval]
+        prompts = [format_prompt(tok, str(r[args.eval_column])) for r in ev][: args.max_eval]
     for seed in args.seeds:
         rng = np.random.default_rng(seed)
         m = min(args.n_targets, len(refs))

@@ -83,6 +83,22 @@ def test_loader_reads_jsonl_dirs_and_labels(tmp_path):
     assert paper.unsafe_labels(rows, "type", "Unsafe").tolist() == [1, 0, 1, 0]
 
 
+def test_prompts_go_through_the_chat_template():
+    paper = _load(BENCH / "paper.py", "dra_paper")
+
+    class Tok:
+        chat_template = None
+
+        def apply_chat_template(self, msgs, tokenize, add_generation_prompt):
+            assert not tokenize and add_generation_prompt
+            return "".join(f"<{m['role']}>{m['content']}" for m in msgs) + "<assistant>"
+
+    tok = Tok()
+    assert paper.format_prompt(tok, "how do i") == "how do i"  # no template: as is
+    tok.chat_template = "{{ messages }}"
+    assert paper.format_prompt(tok, "how do i") == "<user>how do i<assistant>"
+
+
 def test_keyword_attack_success():
     paper = _load(BENCH / "paper.py", "dra_paper")
     refusals = paper.PAPER["refusals"]
