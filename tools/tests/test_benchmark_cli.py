@@ -33,6 +33,18 @@ OTHERS = [
         "normbt/benchmarks/bench_overhead.py",
         "online-fair/benchmarks/bench_speed.py",
         "tnshap/benchmarks/bench_readout.py",
+        # issue 66: argparse before the heavy imports, a description and help on every option
+        "latentmoe/benchmarks/bench_kernels.py",
+        "lazyattention/benchmarks/bench_kernels.py",
+        "online-fair/benchmarks/certify.py",
+        "robust-satisficing/benchmarks/ablation_optimizer.py",
+        "skillmoe/benchmarks/serve_load.py",
+        "stp/benchmarks/probe_base.py",
+        "stp/benchmarks/probe_variants.py",
+        "tnshap/benchmarks/ablation_fit_vs_capacity.py",
+        "tnshap/benchmarks/bench_fit.py",
+        "tnshap/benchmarks/sweep_low_budget.py",
+        "trips/benchmarks/bench_digits.py",
     )
 ]
 HEAVY = ("torch", "jax", "jaxlib", "transformers", "tensorflow", "sklearn", "scipy")

@@ -13,8 +13,25 @@ Prints one JSON line on stdout; the table on stderr.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="also write the JSON line to this file (default: stdout only)",
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
 
 import torch
 from icml26_kernels.moe import grouped_mlp, make_permutation, topk_router
@@ -22,6 +39,14 @@ from icml26_kernels.moe import grouped_mlp, make_permutation, topk_router
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def _emit(result: dict) -> None:
+    """The JSON line on stdout, and in ``--out`` when given."""
+    line = json.dumps(result)
+    print(line)
+    if ARGS.out is not None:
+        ARGS.out.write_text(line + "\n")
 
 
 def _time(fn, reps: int = 20) -> float:
@@ -148,15 +173,13 @@ def main() -> None:
         saved = 2 * G * N * E * 4  # logits + their gradient, fp32
         log("no CUDA device: Triton kernels cannot be timed here (run this on a GPU)")
         log(f"fused router avoids {saved / 2**20:.0f} MiB of logits (+grad) at G={G}, N={N}, E={E}")
-        print(
-            json.dumps(
-                {
-                    "bench": "kernels",
-                    "device": "cpu",
-                    "skipped": "no CUDA",
-                    "router_logits_mib_avoided": saved / 2**20,
-                }
-            )
+        _emit(
+            {
+                "bench": "kernels",
+                "device": "cpu",
+                "skipped": "no CUDA",
+                "router_logits_mib_avoided": saved / 2**20,
+            }
         )
         return
     rows = []
@@ -187,7 +210,7 @@ def main() -> None:
         log(f"| grouped_mlp {dt} | N={N} D={D} E={E} k={k} M={M} D_out={DO} | {r['triton'][0]:.3f} | "
             f"{r['torch'][0]:.3f} | {r['triton'][1]:.3f} | {r['torch'][1]:.3f} | {sp:.2f}x "
             f"({tflops:.0f} TFLOP/s fwd) |")  # fmt: skip
-    print(json.dumps({"bench": "kernels", "device": torch.cuda.get_device_name(), "rows": rows}))
+    _emit({"bench": "kernels", "device": torch.cuda.get_device_name(), "rows": rows})
 
 
 if __name__ == "__main__":

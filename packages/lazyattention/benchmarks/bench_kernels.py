@@ -16,8 +16,25 @@ Ratios are measured in the same run. Without CUDA it prints that it was skipped.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="also write the JSON line to this file (default: stdout only)",
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
 
 import torch
 
@@ -85,16 +102,20 @@ def bench_decode(B, cfg, dims, dev, dt, peak, kernels):
     return r
 
 
+def _emit(result: dict) -> None:
+    """The JSON line on stdout, and in ``--out`` when given."""
+    line = json.dumps(result)
+    print(line)
+    if ARGS.out is not None:
+        ARGS.out.write_text(line + "\n")
+
+
 def main() -> None:
     if not torch.cuda.is_available():
         log(
             "bench_kernels: skipped (no CUDA device; the Triton kernels are benchmarked on a GPU only)"
         )
-        print(
-            json.dumps(
-                {"package": "lazyattention", "bench": "kernels", "skipped": "no CUDA device"}
-            )
-        )
+        _emit({"package": "lazyattention", "bench": "kernels", "skipped": "no CUDA device"})
         return
     import triton.testing
     from icml26_kernels.attention import (
@@ -172,7 +193,7 @@ def main() -> None:
         "lazy_tflops": flops / (lazy_ms * 1e-3) / 1e12,
     }
     log(f"prefill: {results['prefill_T512']}")
-    print(json.dumps(results))
+    _emit(results)
 
 
 if __name__ == "__main__":

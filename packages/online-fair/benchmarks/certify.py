@@ -1,4 +1,5 @@
-"""Certificates beyond deterministic minimax (issue 42): writes ``benchmarks/certificates.json``.
+"""Certificates beyond deterministic minimax (issue 42): writes ``benchmarks/certificates.json``
+(or ``--out``).
 
 * randomised: the sequence-form LP value (best expected ratio any *randomised* online algorithm
   guarantees against an oblivious adversary) beside the deterministic game value, same game;
@@ -11,14 +12,27 @@ over-budget ``--quick`` is not slowed down.
 
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import time
 
+OUT = pathlib.Path(__file__).with_name("certificates.json")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--out", type=pathlib.Path, default=OUT, help=f"the JSON to write (default: {OUT.name})"
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
+
 import icml26_online_fair as of
 import numpy as np
-
-OUT = pathlib.Path(__file__).with_name("certificates.json")
 
 RANDOMISED = [  # (label, n, m, grid, notion, totals)
     ("totals", 2, 3, list(range(11)), "mms", [10, 10]),
@@ -110,7 +124,7 @@ def main():
         "per_agent_random": sampled,
         "known": "1/2-MMS is optimal for n = 2 with normalization (Zhou, Bai & Wu 2023)",
     }
-    OUT.write_text(json.dumps(result, indent=1) + "\n")
+    ARGS.out.write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,26 @@ Adam at the official lr 1e-3, Adam at reproduce.py's lr 1e-2, and SGD + momentum
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="also write the JSON line to this file (default: stdout only)",
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
+
 
 import numpy as np
 import torch
@@ -20,6 +37,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 import reproduce as R
 
 ARMS = [("erm", 1e-4), ("irs", 0.03), ("irs", 0.1), ("irs", 0.3), ("irs_unscaled", 0.3)]
+
+
+def _emit(result: dict) -> None:
+    """The JSON line on stdout, and in ``--out`` when given."""
+    line = json.dumps(result)
+    print(line)
+    if ARGS.out is not None:
+        ARGS.out.write_text(line + "\n")
 
 
 def sgd(params, lr, weight_decay):
@@ -50,7 +75,7 @@ def main() -> None:
             }
             print(opt_name, m, knob, out[f"{opt_name}/{m}({knob})"], file=sys.stderr, flush=True)
     torch.optim.Adam = adam
-    print(json.dumps(out))
+    _emit(out)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,35 @@ import time
 from collections import Counter
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--quick", action="store_true", help="fewer client counts and rounds (about a minute)"
+    )
+    ap.add_argument("--baseline", metavar="COMMIT", help="also run serve.py of this commit")
+    ap.add_argument(
+        "--baseline-rounds", type=int, default=2, help="rounds per setting of the baseline run"
+    )
+    ap.add_argument("--timeout", type=float, default=60.0, help="per-request deadline, s")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=HERE / "serve_load.json",
+        help="the JSON to write (default: benchmarks/serve_load.json; the figure beside it)",
+    )
+    ap.add_argument("--plot", type=Path, metavar="JSON", help="only draw the figure of a JSON")
+    ap.add_argument("--table", type=Path, metavar="JSON", help="only print the README table")
+    return ap
+
+
+if __name__ == "__main__":
+    _parser().parse_args()  # --help and bad options exit here, before the heavy imports below
+
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 sys.path.insert(0, str(PKG))  # the tests package: the pipeline and the load generator
 
@@ -240,15 +266,7 @@ def plot(data: dict, out: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--baseline", metavar="COMMIT", help="also run serve.py of this commit")
-    ap.add_argument("--baseline-rounds", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=60.0, help="per-request deadline, s")
-    ap.add_argument("--out", type=Path, default=HERE / "serve_load.json")
-    ap.add_argument("--plot", type=Path, metavar="JSON", help="only draw the figure of a JSON")
-    ap.add_argument("--table", type=Path, metavar="JSON", help="only print the README table")
-    a = ap.parse_args(argv)
+    a = _parser().parse_args(argv)
     if a.table:
         print(table(json.loads(a.table.read_text())))
         return

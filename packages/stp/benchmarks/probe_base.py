@@ -14,6 +14,7 @@ Gaussian states on the same spans.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -21,12 +22,29 @@ import time
 from pathlib import Path
 from pydoc_data.topics import topics
 
+HERE = Path(__file__).resolve().parent
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=HERE / "probe_base.json",
+        help="the JSON to write (default: benchmarks/probe_base.json)",
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
+
+
 import torch
 import torch.nn.functional as F
 from icml26_stp import stp_loss
 from icml26_stp.data import nl_regex_pairs
 
-HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import reproduce as R
 
@@ -87,7 +105,7 @@ def main() -> None:
         "checkpoints": rows,
         "seconds": round(time.time() - t0, 1),
     }
-    (HERE / "probe_base.json").write_text(json.dumps(out, indent=1) + "\n")
+    ARGS.out.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out))
 
 

@@ -13,17 +13,39 @@ on the NL->regex test conversations (128 rows, 4 spans each, fixed seed):
   benchmark's cost per step, so not affordable in `--quick`.
 
     python benchmarks/probe_variants.py task   # ~45 CPU-s
-    python benchmarks/probe_variants.py wide   # ~25 CPU-s
+    python benchmarks/probe_variants.py wide   # ~25 CPU-s [--out rows.json]
 
-Each prints one line per checkpoint: `name steps loss {layer: L_STP} cpu`.
+Each prints one line per checkpoint: `name steps loss {layer: L_STP} cpu` (``--out``: the same
+rows as JSON).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from pydoc_data.topics import topics
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "variant",
+        nargs="?",
+        default="task",
+        choices=("task", "wide"),
+        help="which base to probe: 'task' (2x64 on NL->regex chats) or 'wide' (4x128)",
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="also write the rows as JSON here (default: none)"
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
 
 import torch
 import torch.nn.functional as F
@@ -38,9 +60,8 @@ torch.set_num_threads(1)
 
 
 def main() -> None:
-    which = sys.argv[1] if len(sys.argv) > 1 else "task"
-    if which not in ("task", "wide"):
-        raise SystemExit(f"variant must be 'task' or 'wide', got {which!r}")
+    which = ARGS.variant
+    rows = []
     test = nl_regex_pairs(300, seed=1)
     val = nl_regex_pairs(200, seed=2, exclude={nl for nl, _ in test})
     pool = nl_regex_pairs(512, seed=3, exclude={nl for nl, _ in test + val})
@@ -93,7 +114,11 @@ def main() -> None:
         opt.step()
         if s in ckpts or s == steps:
             cpu = time.process_time() - t
-            print(which, s, f"loss {float(loss):.3f}", measure(m), f"cpu {cpu:.1f}", flush=True)
+            layers = measure(m)
+            rows.append({"variant": which, "steps": s, "loss": float(loss), "L_STP": layers})
+            print(which, s, f"loss {float(loss):.3f}", layers, f"cpu {cpu:.1f}", flush=True)
+    if ARGS.out is not None:
+        ARGS.out.write_text(json.dumps(rows, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -35,14 +35,37 @@ import time
 import warnings
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+SECTIONS = ["fit50", "capacity", "prior", "time"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--sections",
+        nargs="+",
+        default=SECTIONS,
+        choices=SECTIONS,
+        help="which sections to run (their keys are updated in --out; default: all four)",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=HERE / "ablation_fit_vs_capacity.json",
+        help="the JSON to update (default: benchmarks/ablation_fit_vs_capacity.json)",
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
+
 import numpy as np
 import reproduce as R
 import shapiq
 import torch
 from icml26_tnshap import FitConfig, GraphTN, MaskedGraphGame, fit_surrogate, shapley_values
 from shapiq.approximator.sampling import CoalitionSampler
-
-HERE = Path(__file__).resolve().parent
 
 
 def all_coalitions(n: int) -> np.ndarray:
@@ -94,9 +117,7 @@ def arms50() -> dict[str, tuple[int, str, FitConfig, bool]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sections", nargs="+", default=["fit50", "capacity", "prior", "time"])
-    sections = set(ap.parse_args().sections)
+    sections = set(ARGS.sections)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     t0 = time.perf_counter()
@@ -106,7 +127,7 @@ def main() -> None:
     for _, x, ei, _ in R.choose_molecules(data, 20)[:8]:
         game = MaskedGraphGame(model, x.double(), ei, baseline=0.0, batch_size=1024)
         games.append((game, R.exact_reference(game)[0]))
-    path = HERE / "ablation_fit_vs_capacity.json"
+    path = ARGS.out
     out: dict = json.loads(path.read_text()) if path.exists() else {}
     out["molecules"] = [g.n_players for g, _ in games]
 

@@ -8,14 +8,40 @@ Run: ``python benchmarks/bench_fit.py``; prints one JSON line.
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 import warnings
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="also write the JSON line to this file (default: stdout only)",
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
+
 
 import numpy as np
 import shapiq
 import torch
 from icml26_tnshap import FitConfig, GraphTN, MaskedGraphGame, fit_surrogate, shapley_values
+
+
+def _emit(result: dict) -> None:
+    """The JSON line on stdout, and in ``--out`` when given."""
+    line = json.dumps(result)
+    print(line)
+    if ARGS.out is not None:
+        ARGS.out.write_text(line + "\n")
 
 
 def main() -> None:
@@ -56,7 +82,7 @@ def main() -> None:
     d, p, k = (out[key]["seconds"] for key in out)
     out["ratio_released_over_default"] = p / d
     out["ratio_default_over_kernelshap"] = d / k
-    print(json.dumps(out))
+    _emit(out)
 
 
 if __name__ == "__main__":

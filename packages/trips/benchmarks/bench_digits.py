@@ -17,6 +17,7 @@ committed ``digits.json`` predates the name fix: it used literal warp names and 
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import math
@@ -24,6 +25,28 @@ import re
 import sys
 import time
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--table",
+        action="store_true",
+        help="only rewrite the README block from the JSON (no training)",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=HERE / "digits.json",
+        help="the JSON to write (or, with --table, to read; default: benchmarks/digits.json)",
+    )
+    return ap
+
+
+# --help and bad options exit here, before the heavy imports below
+ARGS = _parser().parse_args(None if __name__ == "__main__" else [])
 
 import torch
 from icml26_trips import (
@@ -42,7 +65,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from icml26_trips import make_template
 from reproduce import SHAPES, constant_grid, t_interval, warp_label
 
-HERE = Path(__file__).resolve().parent
 NULL = 10  # the CFG "null" class index
 
 
@@ -146,8 +168,8 @@ def write_readme(full: dict) -> None:
 
 
 def main() -> None:
-    if "--table" in sys.argv:
-        write_readme(json.loads((HERE / "digits.json").read_text()))
+    if ARGS.table:
+        write_readme(json.loads(ARGS.out.read_text()))
         return
     torch.set_num_threads(1)
     t0 = time.time()
@@ -229,7 +251,7 @@ def main() -> None:
         "results": results,
         "seconds": round(time.time() - t0, 1),
     }
-    (HERE / "digits.json").write_text(json.dumps(full, indent=1) + "\n")
+    ARGS.out.write_text(json.dumps(full, indent=1) + "\n")
     write_readme(full)
     for task, r in results.items():
         s = r["summary"]
