@@ -394,6 +394,32 @@ def test_ci_matrix_has_typecheck_and_install_on_oldest_and_newest_python():
     assert "typecheck" not in jobs  # no ungated all-member typecheck job
 
 
+def test_ci_runs_the_lowest_direct_floors_for_each_changed_member_with_pinned_nox():
+    """Issue 66 finding 1: `lowest(P)` runs in CI for every member a change touches."""
+    jobs = _jobs("ci.yml")
+    assert "lowest" in jobs, "no CI job runs nox -s 'lowest(<member>)'"
+    job = jobs["lowest"]
+    assert job["needs"] == "discover" and "discover.outputs.any" in job["if"]
+    matrix = job["strategy"]["matrix"]["package"]
+    assert matrix == jobs["install"]["strategy"]["matrix"]["package"]  # the changed members
+    assert "needs.discover.outputs.matrix" in matrix
+    runs = [s for s in job["steps"] if "lowest(" in s.get("run", "")]
+    assert len(runs) == 1, job["steps"]
+    step = runs[0]
+    nox = next(
+        p["version"]
+        for p in tomllib.loads((REPO / "uv.lock").read_text())["package"]
+        if p["name"] == "nox"
+    )
+    want = f"uvx --from 'nox=={nox}' nox -s " + '"lowest($PACKAGE)"'
+    assert step["run"] == want, step["run"]  # pinned to the lock's nox, never a bare uvx nox
+    assert step["env"]["PACKAGE"] == "${{ matrix.package }}"
+    assert step["env"]["ICML26_INSTALL_PYTHON"] == "3.10"  # old floors: the oldest Python
+    agg = jobs["all-green"]
+    assert "lowest" in agg["needs"]
+    assert "lowest" in [s.strip() for s in agg["steps"][0]["with"]["allowed-skips"].split(",")]
+
+
 @pytest.mark.parametrize("name", ["ci.yml", "release.yml"])
 def test_workflow_hygiene(name):
     suffixes = []
