@@ -41,6 +41,11 @@ from workspace import Member, discover  # noqa: E402
 
 # every test run loads tools/pytest_plugins/icml26_no_network.py: non-loopback sockets fail
 PLUGINS = ROOT / "tools" / "pytest_plugins"
+# every README's Quickstart blocks run as fresh scripts and their `# -> X` results are checked
+QUICKSTART = ROOT / "tools" / "readme_quickstart.py"
+# a block runs in well under a minute on two idle cores (the budget); CI's hard limit leaves room
+# for the one-thread portability pass and a loaded runner
+QUICKSTART_LIMIT = ("--timeout", "120")
 NO_NETWORK = ("-p", "icml26_no_network")
 
 # an older nox stops here with a message (sessions use parametrize ids, reuse_venv="yes")
@@ -161,6 +166,8 @@ def tests(session: nox.Session, package: str) -> None:
     _install_unlocked(session, member)
     session.chdir(member.path)
     session.run("python", "-m", "pytest", "tests", *NO_NETWORK, *rest, env=_plugin_env())
+    if member.paper and not rest:  # its README quickstart verbatim, as fresh scripts
+        session.run("python", str(QUICKSTART), str(member.path / "README.md"), *QUICKSTART_LIMIT)
     forked = conflicting_extras(member)
     if forked:  # again in the world a bare install gets (e.g. numpy 2 without fairpyx)
         session.log(f"{member.name}: again without the forked extras {', '.join(forked)}")
@@ -371,6 +378,15 @@ def _install_and_test(
         external=True,
         env=_plugin_env(),
     )
+    # the README's quickstart against the installed wheel (the checkout is not on its path)
+    if member.paper and not rest:
+        session.run(
+            python,
+            str(QUICKSTART),
+            str(member.path / "README.md"),
+            *QUICKSTART_LIMIT,
+            external=True,
+        )
 
 
 @nox.session

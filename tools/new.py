@@ -96,6 +96,8 @@ pip install icml26-{name}
 
 ```python
 import {module}
+
+print({module}.__name__)  # -> {module}
 ```
 
 ## API
