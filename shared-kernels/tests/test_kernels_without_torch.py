@@ -8,6 +8,7 @@ the result does not depend on what this environment has installed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -89,3 +90,48 @@ def test_select_backend_names_triton_when_only_triton_is_missing():
     assert got["backend"] == "torch"
     assert got["reason"].startswith("triton is not installed") and "torch is" not in got["reason"]
     assert "triton is not installed" in got["err"]
+
+
+def test_a_triton_that_fails_to_import_counts_as_absent(tmp_path):
+    """nox lowest: torch 2.6's CUDA wheel pins triton 3.2, whose import needs setuptools.
+
+    In a uv venv (no setuptools) ``import icml26_latentmoe`` died inside triton, because the
+    kernels only checked that triton was *found*. A stand-in triton that raises the same error
+    shadows the real one here: the kernels import, warn once naming the cause, run the torch
+    reference, and a demanded Triton kernel raises that cause.
+    """
+    pytest.importorskip("torch")
+    fake = tmp_path / "triton"
+    fake.mkdir()
+    (fake / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'setuptools'\", name='setuptools')\n"
+    )
+    code = textwrap.dedent(
+        """
+        import json, warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import icml26_kernels.moe, icml26_kernels.attention
+            from icml26_kernels import backend as be
+            choice = be.select_backend("cuda")
+        try:
+            be.select_backend("cuda", prefer="triton")
+            err = ""
+        except RuntimeError as exc:
+            err = str(exc)
+        msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        print(json.dumps({"backend": choice.backend, "reason": choice.reason, "err": err,
+                          "warnings": msgs}))
+        """
+    )
+    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["backend"] == "torch"
+    assert "does not import (ModuleNotFoundError: No module named 'setuptools')" in got["reason"]
+    assert "does not import" in got["err"] and "setuptools" in got["err"]
+    assert len(got["warnings"]) == 1 and "triton>=3.3" in got["warnings"][0]

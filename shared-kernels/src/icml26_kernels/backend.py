@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -68,10 +69,42 @@ def _found(name: str) -> bool:
         return False
 
 
+_triton_error: str | None = None  # why an installed triton did not import (set by triton_installed)
+
+
 @functools.cache
 def triton_installed() -> bool:
-    """True when the ``triton`` package can be imported (checked without importing it)."""
-    return _found("triton")
+    """True when the ``triton`` package is installed **and imports**.
+
+    A triton that is present but fails to import counts as absent, with one ``RuntimeWarning``
+    naming the cause: triton 3.0-3.2 (pinned by torch 2.4-2.6's CUDA wheels) import setuptools
+    at import time without declaring it, and a uv venv (or any Python >= 3.12 venv) has none, so
+    ``import icml26_kernels.moe`` used to fail inside triton (found by ``nox -s lowest``). The
+    kernels' ``[triton]`` extra asks for triton >= 3.3, which needs no setuptools to import.
+    """
+    global _triton_error
+    if not _found("triton"):
+        return False
+    try:
+        import triton
+        import triton.language  # noqa: F401
+    except Exception as exc:  # any failure inside triton's own import
+        _triton_error = f"{type(exc).__name__}: {exc}"
+        warnings.warn(
+            f"triton is installed but does not import ({_triton_error}); the Triton kernels are "
+            "off and the torch reference runs. Install triton>=3.3 (or setuptools) to use them",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
+    return True
+
+
+def _triton_missing() -> str:
+    """How select_backend names an absent triton: not installed, or installed and broken."""
+    if _triton_error is None:
+        return "triton is not installed"
+    return f"triton is installed but does not import ({_triton_error})"
 
 
 @functools.cache
@@ -150,10 +183,10 @@ def select_backend(device: Any = None, *, prefer: str | None = None) -> BackendC
     if not triton_installed():
         if requested == "triton":
             raise RuntimeError(
-                "a Triton kernel was requested but triton is not installed; "
+                f"a Triton kernel was requested but {_triton_missing()}; "
                 f"{TRITON_EXTRA} or request prefer='torch'"
             )
-        return BackendChoice("torch", f"triton is not installed ({TRITON_EXTRA} for the kernels)")
+        return BackendChoice("torch", f"{_triton_missing()} ({TRITON_EXTRA} for the kernels)")
     if interpreter_enabled():
         return BackendChoice(
             "triton_interpret", "TRITON_INTERPRET=1: Triton kernel on the CPU interpreter"

@@ -51,14 +51,14 @@ from dataclasses import dataclass
 
 import torch
 
-from ..backend import select_backend
+from ..backend import select_backend, triton_installed
 from .block_table import unpack_block_table
 from .rope import RopeConfig, rope_cos_sin, rope_table, rotate_pairs
 
-try:
+if triton_installed():  # installed and importable (a broken triton counts as absent)
     import triton
     import triton.language as tl
-except ImportError:  # pragma: no cover - the [torch] extra has no triton
+else:  # pragma: no cover - the [torch] extra has no triton
     triton = None
 
 __all__ = [

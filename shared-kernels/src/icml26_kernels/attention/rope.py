@@ -30,12 +30,12 @@ from typing import Any
 
 import torch
 
-from ..backend import select_backend
+from ..backend import select_backend, triton_installed
 
-try:
+if triton_installed():  # installed and importable (a broken triton counts as absent)
     import triton
     import triton.language as tl
-except ImportError:  # pragma: no cover - the [torch] extra has no triton
+else:  # pragma: no cover - the [torch] extra has no triton
     triton = None
 
 __all__ = [
