@@ -182,7 +182,16 @@ def write_smoke(root: Path) -> tuple[str, str]:
     from tokenizers import Tokenizer, decoders, models
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    special = ["<pad>", "<s>", "</s>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+    special = [
+        "<pad>",
+        "<s>",
+        "</s>",
+        "<unk>",
+        "<|system|>",
+        "<|user|>",
+        "<|assistant|>",
+        "<|end|>",
+    ]
     vocab = {t: i for i, t in enumerate(special)}
     for c in string.printable:
         if c not in "\t\n\r\x0b\x0c":
