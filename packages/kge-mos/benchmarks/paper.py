@@ -155,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                 batch_size=args.batch_size,
                 lr=args.lr,
                 seed=s,
+                progress=not args.quiet,
             )
             ckpt = Path(tmp.name) / f"{arm}_{s}.pt"  # saved and reloaded: the checkpoint path
             torch.save(model.state_dict(), ckpt)

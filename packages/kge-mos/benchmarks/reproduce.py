@@ -155,7 +155,16 @@ def nll_floor(labels: QueryIndex) -> float:
 def free_query_nll(labels: QueryIndex, dim: int, k: int, epochs: int, seed: int) -> float:
     torch.manual_seed(seed)
     model = FreeQueryModel(len(labels), labels.n_entities, dim, n_components=k)
-    fit_1n(model, model.parameters(), labels, epochs=epochs, batch_size=512, lr=0.02, seed=seed)
+    fit_1n(
+        model,
+        model.parameters(),
+        labels,
+        epochs=epochs,
+        batch_size=512,
+        lr=0.02,
+        seed=seed,
+        progress=False,  # pool workers: one line per job instead
+    )
     with torch.no_grad():
         y = labels.dense(np.arange(len(labels)))
         return float(-(model(torch.arange(len(labels))) * y).sum() / y.sum())
@@ -241,7 +250,9 @@ def seed_job(name: str, dim: int, seed: int, args) -> dict:
     for arm, d, k in arms:
         torch.manual_seed(seed)
         model = KGEModel(ds.n_entities, ds.n_relations, d, n_components=k, init_std=INIT_STD)
-        train_kge(model, ds.train, epochs=args.epochs, batch_size=BATCH, lr=LR, seed=seed)
+        train_kge(
+            model, ds.train, epochs=args.epochs, batch_size=BATCH, lr=LR, seed=seed, progress=False
+        )  # pool workers: one line per job instead
         out[arm] = dict(_scores(model, ds, known), params=n_params(model), d=d)
     if args.peer:
         out["pykeen"] = _scores(pykeen_distmult(ds, dim, args.epochs, seed), ds, known)
@@ -330,7 +341,15 @@ def smallest_fitting_dim(n_entities, degree, k, dims, epochs, seed):
     for dim in dims:
         torch.manual_seed(seed)
         model = FreeQueryModel(len(labels), n_entities, dim, n_components=k)
-        fit_1n(model, model.parameters(), labels, epochs=epochs, batch_size=len(labels), lr=0.05)
+        fit_1n(
+            model,
+            model.parameters(),
+            labels,
+            epochs=epochs,
+            batch_size=len(labels),
+            lr=0.05,
+            progress=False,  # pool workers: one line per job instead
+        )
         with torch.no_grad():
             if exact_set_accuracy(model(torch.arange(len(labels))), y) == 1.0:
                 return dim

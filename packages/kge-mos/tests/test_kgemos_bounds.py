@@ -108,7 +108,14 @@ def test_graph_no_d2_linear_layer_fits_is_fit_by_mos():
         torch.manual_seed(seed)
         model = FreeQueryModel(q, 4, 2, n_components=k)
         hist = fit_1n(
-            model, model.parameters(), labels, epochs=500, batch_size=q, lr=0.05, seed=seed
+            model,
+            model.parameters(),
+            labels,
+            epochs=500,
+            batch_size=q,
+            lr=0.05,
+            seed=seed,
+            progress=False,
         )
         with torch.no_grad():
             return model, exact_set_accuracy(model(torch.arange(q)), y), hist[-1]
@@ -186,7 +193,16 @@ def test_mos_fits_at_least_as_well_as_linear_with_free_queries(dim):
     def nll(k):
         torch.manual_seed(0)
         model = FreeQueryModel(q, n, dim, n_components=k)
-        fit_1n(model, model.parameters(), labels, epochs=300, batch_size=q, lr=0.05, seed=0)
+        fit_1n(
+            model,
+            model.parameters(),
+            labels,
+            epochs=300,
+            batch_size=q,
+            lr=0.05,
+            seed=0,
+            progress=False,
+        )
         with torch.no_grad():
             return float(-(model(torch.arange(q)) * y).sum() / y.sum())
 

@@ -173,7 +173,15 @@ def test_1n_loss_is_label_smoothed_cross_entropy_over_reciprocal_queries():
         expected = torch.nn.functional.cross_entropy(
             logp, y / y.sum(-1, keepdim=True), label_smoothing=eps
         )
-        hist = train_kge(model, trip, epochs=1, batch_size=len(labels), lr=0.0, label_smoothing=eps)
+        hist = train_kge(
+            model,
+            trip,
+            epochs=1,
+            batch_size=len(labels),
+            lr=0.0,
+            label_smoothing=eps,
+            progress=False,
+        )
         assert hist[0] == pytest.approx(float(expected), rel=1e-6)
 
 
@@ -182,7 +190,9 @@ def test_training_fits_a_small_graph():
     torch.manual_seed(0)
     model = KGEModel(12, 1, 8, scorer="distmult", n_components=2)
     before = evaluate(model, trip)
-    hist = train_kge(model, trip, epochs=150, batch_size=32, lr=0.05, label_smoothing=0.1)
+    hist = train_kge(
+        model, trip, epochs=150, batch_size=32, lr=0.05, label_smoothing=0.1, progress=False
+    )
     after = evaluate(model, trip)
     assert hist[-1] < hist[0]
     assert after["nll"] < before["nll"] and after["mrr"] > 0.9 > before["mrr"]

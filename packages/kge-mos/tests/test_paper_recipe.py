@@ -25,10 +25,11 @@ def _load(path: Path, name: str):
     return mod
 
 
-def test_smoke_writes_a_linted_json(tmp_path):
+def test_smoke_writes_a_linted_json(tmp_path, capsys):
     paper = _load(BENCH / "paper.py", "kgemos_paper")
     out = tmp_path / "p.json"
     assert paper.main(["--smoke", "--out", str(out), "--quiet"]) == 0
+    assert "epoch " not in capsys.readouterr().err  # --quiet turns train_kge's progress off
     doc = json.loads(out.read_text())
     assert {"recipe", "paper", "config", "smoke", "hardware", "results", "evidence"} <= set(doc)
     assert doc["recipe"] == "kge-mos" and doc["smoke"] is True

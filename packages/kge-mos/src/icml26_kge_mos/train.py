@@ -14,6 +14,8 @@ Hits@{1,3,10} and the negative log-likelihood ``− log p(o | s, r)`` of the tru
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -109,6 +111,10 @@ class QueryIndex:
         return np.where(keys[pos] == want, pos, -1)
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def fit_1n(
     log_prob_fn: Callable[[torch.Tensor], torch.Tensor],
     parameters: Iterator[torch.nn.Parameter] | list[torch.nn.Parameter],
@@ -119,10 +125,16 @@ def fit_1n(
     lr: float = 0.01,
     label_smoothing: float = 0.0,
     seed: int = 0,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    log_every: int | None = None,
 ) -> list[float]:
     """Adam on the 1-N cross-entropy; ``log_prob_fn(query_rows (B,)) -> (B, |E|)``.
 
-    Returns the mean training loss of every epoch.
+    Returns the mean training loss of every epoch. Progress is shown by default: a line
+    ``epoch i/n loss L (t s)`` (that epoch's mean loss, seconds since the start) every
+    ``log_every`` epochs (default ``max(1, epochs // 10)``: about ten lines) and after the last,
+    to ``log`` (default: stderr). ``progress=False`` trains silently, whatever ``log`` is.
     """
     if len(labels) == 0:
         raise ValueError("labels holds no queries: nothing to train on")
@@ -132,10 +144,21 @@ def fit_1n(
         raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if log_every is not None and (
+        isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1
+    ):
+        raise ValueError(f"log_every must be a positive int or None, got {log_every!r}")
+    if not isinstance(progress, bool):
+        raise ValueError(f"progress must be a bool, got {progress!r}")
+    if log is not None and not callable(log):
+        raise ValueError(f"log must be a callable taking one str, or None, got {log!r}")
+    emit = (log if log is not None else _stderr) if progress else None
+    every = log_every if log_every is not None else max(1, epochs // 10)
+    t0 = time.perf_counter()
     opt = torch.optim.Adam(list(parameters), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     n, history = len(labels), []
-    for _ in range(epochs):
+    for epoch in range(epochs):
         perm = torch.randperm(n, generator=gen).numpy()
         total = 0.0
         for start in range(0, n, batch_size):
@@ -150,6 +173,9 @@ def fit_1n(
             opt.step()
             total += float(loss.detach()) * len(rows)
         history.append(total / max(n, 1))
+        if emit is not None and ((epoch + 1) % every == 0 or epoch == epochs - 1):
+            elapsed = time.perf_counter() - t0
+            emit(f"epoch {epoch + 1}/{epochs} loss {history[-1]:.4f} ({elapsed:.1f} s)")
     return history
 
 
@@ -162,9 +188,17 @@ def train_kge(
     lr: float = 0.01,
     label_smoothing: float = 0.0,
     seed: int = 0,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    log_every: int | None = None,
 ) -> list[float]:
     """Train a :class:`KGEModel` with 1-N cross-entropy on ``triples`` (reciprocal queries
-    included when ``model.reciprocal``)."""
+    included when ``model.reciprocal``). Returns the mean training loss of every epoch.
+
+    Progress as :func:`fit_1n`: by default about ten lines ``epoch i/n loss L (t s)`` on
+    stderr (``log_every`` epochs apart if given, to ``log`` if given); ``progress=False``
+    prints nothing.
+    """
     triples = _as_triples(triples, nonempty=True)
     labels = QueryIndex.from_triples(
         triples, model.n_entities, model.n_relations, reciprocal=model.reciprocal
@@ -180,6 +214,9 @@ def train_kge(
         lr=lr,
         label_smoothing=label_smoothing,
         seed=seed,
+        progress=progress,
+        log=log,
+        log_every=log_every,
     )
 
 
