@@ -286,6 +286,15 @@ def grow_count(frac: float, n_layers: int) -> int:
     return max(1, min(n_layers, round(frac * n_layers)))
 
 
+def layer_cka(before: Any, after: Any, batches: list, layers: list[str], forward: Any) -> dict:
+    """Linear CKA between the two models' outputs at each named module on the same inputs
+    (1 - the package's ``cka_drift``): 1 = the representation did not change."""
+    from icml26_cka_upcycling import cka_drift
+
+    drift = cka_drift(before, after, batches, layers, forward=forward)
+    return {k: 1.0 - v for k, v in drift.items()}
+
+
 def select_lowest_cka(cka: dict[str, float], n: int) -> list[str]:
     """The n layers whose output changed most under the probe: the lowest CKA (ties: earlier)."""
     names = list(cka)
@@ -433,7 +442,6 @@ def run_arm(arm: str, seed: int, ctx: dict, args: argparse.Namespace, log: Any) 
         ReservoirBuffer,
         UpcyclePlan,
         apply_plan,
-        cka_drift,
         cl_metrics,
         find_moe_layers,
     )
@@ -504,9 +512,8 @@ def run_arm(arm: str, seed: int, ctx: dict, args: argparse.Namespace, log: Any) 
                 old = [buf.sample(args.batch_size) for _ in range(2)]
             else:
                 old = [next(pit) for _ in range(2)]
-            drift = cka_drift(model, probe, old, layers, forward=loss_fn)
+            cka = layer_cka(model, probe, old, layers, loss_fn)
             del probe, popt
-            cka = {k: 1.0 - v for k, v in drift.items()}
             grow = select_lowest_cka(cka, n_grow)
             out["cka"].append(cka)
         elif arm == "random":

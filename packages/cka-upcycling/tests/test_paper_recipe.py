@@ -164,6 +164,28 @@ def test_selection_and_metric_helpers():
         paper.score("bleu", "a", "b")
 
 
+def test_layer_cka_is_one_for_an_unchanged_model_and_drops_where_it_changed():
+    torch = pytest.importorskip("torch")
+    from icml26_cka_upcycling import linear_cka
+
+    paper = _load(BENCH / "paper.py", "cka_paper")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5))
+    other = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5))
+    other.load_state_dict(net.state_dict())
+    batches = [torch.randn(16, 6) for _ in range(2)]
+    same = paper.layer_cka(net, other, batches, ["0", "2"], lambda m, b: m(b))
+    assert same == pytest.approx({"0": 1.0, "2": 1.0}, abs=1e-9)
+    with torch.no_grad():
+        other[2].weight.mul_(torch.randn(5, 8))  # only the last layer changes
+    got = paper.layer_cka(net, other, batches, ["0", "2"], lambda m, b: m(b))
+    x = torch.cat(batches)
+    with torch.no_grad():
+        want = float(linear_cka(net(x).double(), other(x).double()))
+    assert got["0"] == pytest.approx(1.0, abs=1e-9)
+    assert got["2"] == pytest.approx(want, rel=1e-9) and want < 0.99
+
+
 def test_trace_loader_and_missing_datasets_error(tmp_path, monkeypatch):
     paper = _load(BENCH / "paper.py", "cka_paper")
     (tmp_path / "FOMC").mkdir()
