@@ -23,10 +23,12 @@ package's models are CPU torch)::
         --with ray==2.55.1 --with datasets --with pillow python packages/rcfcl/benchmarks/paper.py
     python packages/rcfcl/benchmarks/paper.py --smoke   # offline, 2 clients, 2 rounds, < 60 s
 
-Cost [estimate]: one client round at the default sizes (100 images, 5 local epochs of the
-3072-256-100 MLP, the 3072-dim CVAE refit on its data + up to 1800 replayed images for 10
-epochs) is about 1-3 CPU-s, so one (arm, seed) = 50 clients x 50 rounds is about 1-2 CPU-hours
-and the default 3 arms x 5 seeds about 15-40 CPU-hours (1-3 h wall on 16 cores); no GPU-hours.
+Cost [estimate, from one client round measured per task stage, CPU time, 1 thread, on the
+shared 2-core dev machine]: a client round at the default sizes (100 images, 5 local epochs of
+the 3072-256-100 MLP, the 3072-dim CVAE refit for 10 epochs on them + 20 replayed images per
+old class) costs RC-FCL 1.3 / 3.5 / 5.5 CPU-s after 1 / 5 / 9 tasks, FedAvg + GR 0.9 / 2.6 /
+5.4, FedAvg 0.07; one seed (3 arms x 50 clients x 50 rounds) is about 4.3 CPU-hours, the
+default 5 seeds about 22 CPU-hours (about 1.5 h wall on 16 cores); no GPU-hours.
 
 The paper (ICML 2026 poster 64573) has no public code or text beyond the abstract, which
 reports only "competitive performance": **every constant here is a reconstruction [recon]**
@@ -274,6 +276,8 @@ def build_scenario(spec: dict[str, Any], seed: int) -> Any:
                 for split in (PAPER["train_split"], PAPER["test_split"])
             )
         (x, y), test = cache[dkey]
+        for k in [k for k in cache if k[0] == "scenario"]:
+            del cache[k]  # one scenario at a time (seeds run in turn): 0.6 GB each at CIFAR-100
         cache[key] = AsyncDriftScenario.make(
             x,
             y,
