@@ -20,22 +20,26 @@ centre crop 224, ImageNet normalisation (group_DRO's eval transform).
 
 Per seed and arm (``erm``, ``irs``; ``groupdro`` with the official η = 0.01 on request): the same
 init of the head, the same batch order; Adam (coupled weight decay, as torch.optim.Adam),
-cosine schedule; IRS after 4 warm-up epochs of plain cross-entropy (official schedule). Every
-epoch the validation and test per-group accuracies are measured; each run is reported at its
-epoch with the best validation worst-group accuracy (never chosen on test). Written: per-group
-accuracies, worst-group, average (weighted by the training group proportions), IRS's κ log, and
-the paired IRS - ERM differences over seeds.
+cosine schedule; IRS after 4 warm-up epochs of plain cross-entropy (official schedule). ERM is
+tuned: its learning rate over ``--erm-lrs`` (1e-5, 1e-4, 1e-3), chosen by the mean over seeds of
+the validation worst-group accuracy; IRS keeps the official constants. Every epoch the
+validation and test per-group accuracies are measured; each run is reported at its epoch with
+the best validation worst-group accuracy (never chosen on test). Written: per-group accuracies,
+worst-group, average (weighted by the training group proportions), the selected epoch's
+predictions (so both can be recomputed), IRS's κ and per-step τ = max(1.01·π·L, 0.1) log, the
+ERM grid, and the paired IRS - tuned ERM differences over seeds.
 
 Hardware / cost: one GPU. Waterbirds is 4,795 training images: 50 epochs of ResNet-50 plus the
-per-epoch val/test passes take ~10 minutes on an H100, so 2 arms x 3 seeds ≈ 1-2 H100-hours
-(+0.5 with GroupDRO); decoding the 11,788 JPEGs once takes a few CPU-minutes.
+per-epoch val/test passes take ~10 minutes on an H100, so (3 ERM learning rates + IRS) x 3
+seeds = 12 runs ≈ 2 H100-hours [estimate] (+0.5 with GroupDRO); decoding the 11,788 JPEGs once takes a few CPU-minutes.
 
 Known (official code): ResNet-50, batch 256, 50 epochs, lr 1e-5, target τ 0.1, τ multiplier
 1.01, 4 warm-up epochs, Adam with weight decay 1e-4, cosine schedule, the h search (64 points in
 [1e-3, 50], 3 refinements; h in units of 1/(max L - min L), the package default, where the
 official code uses absolute h), the prior.
 Reconstructions: the checkpoint ``microsoft/resnet-50`` (ImageNet-1k), no augmentation,
-validation worst-group model selection, 3 seeds, the average-accuracy definition (the anchors').
+validation worst-group model selection, 3 seeds, ERM's learning-rate grid, the average-accuracy
+definition (the anchors').
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ PAPER: dict[str, Any] = {
     "crop": 224,
     "seeds": [0, 1, 2],
     "arms": ["erm", "irs"],
+    "erm_lr_grid": [1e-5, 1e-4, 1e-3],  # reconstruction: "tuned ERM" (IRS's lr is the low edge)
     "anchor_erm_worst_group": 74.9,
     "anchor_erm_average": 98.1,
     "anchor_groupdro_worst_group": 91.0,
@@ -115,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--crop", type=int, default=PAPER["crop"], help="centre-crop side (pixels)")
     p.add_argument("--arms", nargs="+", default=PAPER["arms"], choices=ARMS, help="losses")
     p.add_argument("--seeds", type=int, nargs="+", default=PAPER["seeds"], help="paired seeds")
+    p.add_argument(
+        "--erm-lrs",
+        type=float,
+        nargs="+",
+        default=PAPER["erm_lr_grid"],
+        help="ERM's learning-rate grid (chosen on mean validation worst-group accuracy)",
+    )
     p.add_argument("--eval-batch-size", type=int, default=512, help="images per eval batch")
     p.add_argument("--out", default="paper_robust_satisficing.json", help="output JSON path")
     p.add_argument(
@@ -230,28 +242,51 @@ class GroupImages:
         }
 
 
-def group_accuracy(model: Any, data: GroupImages, batch: int, n_groups: int) -> list[float]:
+def predict(model: Any, data: GroupImages, batch: int) -> list[int]:
+    """The model's predicted class for every image of ``data``, in order."""
     import torch
 
     dev = next(model.parameters()).device
-    correct = torch.zeros(n_groups)
-    total = torch.zeros(n_groups)
+    out: list[int] = []
     model.eval()
     with torch.no_grad():
         for s in range(0, len(data), batch):
             idx = torch.arange(s, min(s + batch, len(data)))
             logits = model(pixel_values=data.pixels(idx).to(dev)).logits
-            ok = (logits.argmax(-1).cpu() == data.part["y"][idx]).float()
-            g = data.part["g"][idx]
-            correct.index_add_(0, g, ok)
-            total.index_add_(0, g, torch.ones_like(ok))
+            out += logits.argmax(-1).cpu().tolist()
     model.train()
+    return out
+
+
+def per_group_accuracy(pred: Any, y: Any, g: Any, n_groups: int) -> list[float]:
+    """Accuracy within each group g (NaN for a group with no rows)."""
+    import torch
+
+    ok = (torch.as_tensor(pred) == torch.as_tensor(y)).double()
+    g = torch.as_tensor(g).long()
+    correct = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, ok)
+    total = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, torch.ones_like(ok))
     return [float(c / t) if t > 0 else float("nan") for c, t in zip(correct, total)]
+
+
+def choose_lr(grid: list[float], val_worst: dict[float, list[float]]) -> tuple[float, list[float]]:
+    """ERM's tuned learning rate: the grid point with the best mean over seeds of the validation
+    worst-group accuracy (first on ties); returns it and the mean score at every grid point."""
+    scores = [sum(val_worst[lr]) / len(val_worst[lr]) for lr in grid]
+    return grid[max(range(len(grid)), key=lambda i: scores[i])], scores
 
 
 def select_epoch(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The epoch with the best validation worst-group accuracy (first on ties); never test."""
     return max(rows, key=lambda r: r["val"]["worst_group"])
+
+
+def drop_predictions(row: dict[str, Any]) -> dict[str, Any]:
+    """An epoch row without its per-image predictions."""
+    return {
+        k: ({kk: vv for kk, vv in v.items() if kk != "pred"} if isinstance(v, dict) else v)
+        for k, v in row.items()
+    }
 
 
 def paired_points(runs: dict[str, Any], arm: str, base: str, metric: str, seeds: Any) -> list:
@@ -348,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import torch
     import transformers
-    from icml26_kernels.evidence import comparison, evidence, headroom
+    from icml26_kernels.evidence import comparison, evidence, headroom, tuned
     from icml26_robust_satisficing import GroupDRO, IRSLoss
     from transformers import AutoModelForImageClassification, TrainerCallback, TrainingArguments
 
@@ -356,12 +391,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet:
         transformers.utils.logging.disable_progress_bar()
         transformers.utils.logging.set_verbosity_error()
+    if "erm" not in args.arms or len(set(args.arms)) < 2:
+        raise SystemExit(f"--arms: give erm and at least one of irs, groupdro; got {args.arms}")
+    if len(set(args.erm_lrs)) < 2:
+        raise SystemExit(f"--erm-lrs: tuning ERM needs >= 2 distinct values, got {args.erm_lrs}")
     tmp = tempfile.TemporaryDirectory()
     cuda = torch.cuda.is_available() and not args.smoke
     if args.smoke:
         torch.set_num_threads(1)
         args.model, args.dataset = write_smoke(Path(tmp.name))
         args.epochs, args.warmup_epochs, args.batch_size, args.lr = 2, 1, 8, 1e-2
+        args.erm_lrs = [1e-3, 1e-2, 1e-1]
         args.resize, args.crop, args.eval_batch_size = 16, 12, 16
         args.arms = ["erm", "irs", "groupdro"]
         args.seeds = args.seeds[:2] if len(args.seeds) >= 2 else [0, 1]
@@ -372,7 +412,15 @@ def main(argv: list[str] | None = None) -> int:
     sets = {k: GroupImages(v) for k, v in data.items()}
     log(f"waterbirds: {', '.join(f'{k} {len(v)}' for k, v in sets.items())}; train groups {counts}")
     Trainer = make_trainer_class()
-    results: dict[str, Any] = {"train_group_counts": counts, "runs": {}}
+    results: dict[str, Any] = {
+        "train_group_counts": counts,
+        # the evaluated rows' labels and groups, in the order of every run's stored predictions
+        "eval_rows": {
+            split: {"y": data[split]["y"].tolist(), "g": data[split]["g"].tolist()}
+            for split in ("val", "test")
+        },
+        "runs": {},
+    }
 
     class EpochEval(TrainerCallback):
         def __init__(self, model: Any) -> None:
@@ -381,80 +429,130 @@ def main(argv: list[str] | None = None) -> int:
         def on_epoch_end(self, a, state, control, **kw):  # type: ignore[no-untyped-def]
             row = {"epoch": float(state.epoch)}
             for split in ("val", "test"):
-                acc = group_accuracy(self.model, sets[split], args.eval_batch_size, n_groups)
-                row[split] = {"groups": acc, **summary(acc, weights)}
+                pred = predict(self.model, sets[split], args.eval_batch_size)
+                acc = per_group_accuracy(pred, data[split]["y"], data[split]["g"], n_groups)
+                row[split] = {"groups": acc, **summary(acc, weights), "pred": pred}
             self.rows.append(row)
 
-    for seed in args.seeds:
-        for arm in args.arms:
-            transformers.set_seed(seed)  # same head init and batch order for every arm
-            model = AutoModelForImageClassification.from_pretrained(
-                args.model, num_labels=2, ignore_mismatched_sizes=True
+    def run(arm: str, seed: int, lr: float) -> dict[str, Any]:
+        transformers.set_seed(seed)  # same head init and batch order for every arm
+        model = AutoModelForImageClassification.from_pretrained(
+            args.model, num_labels=2, ignore_mismatched_sizes=True
+        )
+        results["model_config"] = {
+            k: getattr(model.config, k)
+            for k in ("model_type", "hidden_sizes", "depths", "num_labels")
+        }
+        opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=args.weight_decay)
+        cb = EpochEval(model)
+        targs = TrainingArguments(
+            output_dir=str(Path(tmp.name) / f"{arm}_s{seed}_lr{lr:g}"),
+            num_train_epochs=args.epochs,
+            per_device_train_batch_size=args.batch_size,
+            learning_rate=lr,
+            lr_scheduler_type=PAPER["lr_scheduler"],
+            bf16=cuda,
+            use_cpu=not cuda,
+            seed=seed,
+            save_strategy="no",
+            report_to="none",
+            logging_steps=1 if args.smoke else 10,
+            dataloader_num_workers=0,
+            disable_tqdm=args.quiet,
+            log_level="error" if args.quiet else "passive",
+        )
+        baseline = None
+        if arm == "erm":
+            baseline = "erm"
+        elif arm == "groupdro":
+            dev = "cuda" if cuda else "cpu"
+            baseline = GroupDRO(counts, step_size=args.groupdro_step_size).to(dev)
+        irs_loss = IRSLoss.from_counts(
+            counts,
+            target_tau=args.target_tau,
+            tau_multiplier=args.tau_multiplier,
+            h_min=PAPER["h_range"][0],
+            h_max=PAPER["h_range"][1],
+            grid=PAPER["h_grid"],
+            refine=PAPER["h_refine"],
+        )
+        taus: list[dict[str, float]] = []  # every IRS step: the τ used and the batch's π·L
+
+        def record(mod: Any, inp: Any, out: Any) -> None:
+            st = out[1]
+            taus.append(
+                {
+                    "tau": float(st.fragility.tau),
+                    "prior_loss": float(st.prior.double() @ st.group_losses.double()),
+                }
             )
-            results["model_config"] = {
-                k: getattr(model.config, k)
-                for k in ("model_type", "hidden_sizes", "depths", "num_labels")
+
+        irs_loss.register_forward_hook(record)
+        trainer = Trainer(
+            model=model,
+            args=targs,
+            train_dataset=sets["train"],
+            optimizers=(opt, None),
+            callbacks=[cb],
+            irs_loss=irs_loss,
+            warmup_epochs=args.warmup_epochs if arm == "irs" else 0.0,
+            baseline=baseline,
+        )
+        if args.quiet:
+            trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
+        out = trainer.train()
+        best = select_epoch(cb.rows)
+        rec = {
+            "learning_rate": lr,
+            "selected_epoch": best["epoch"],
+            "val": best["val"],
+            "test": best["test"],
+            "epochs": [drop_predictions(r) for r in cb.rows],  # kept for the reported epoch
+            "steps": int(out.global_step),
+            "irs_steps": trainer.irs_steps,
+            "kappa": [h["irs/kappa"] for h in trainer.state.log_history if "irs/kappa" in h],
+        }
+        if arm == "irs":
+            rec["irs"] = {
+                "target_tau": irs_loss.target_tau,
+                "tau_multiplier": irs_loss.tau_multiplier,
+                **irs_loss.search,
+                "steps": taus,
             }
-            opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-            cb = EpochEval(model)
-            targs = TrainingArguments(
-                output_dir=str(Path(tmp.name) / f"{arm}_s{seed}"),
-                num_train_epochs=args.epochs,
-                per_device_train_batch_size=args.batch_size,
-                learning_rate=args.lr,
-                lr_scheduler_type=PAPER["lr_scheduler"],
-                bf16=cuda,
-                use_cpu=not cuda,
-                seed=seed,
-                save_strategy="no",
-                report_to="none",
-                logging_steps=1 if args.smoke else 10,
-                dataloader_num_workers=0,
-                disable_tqdm=args.quiet,
-                log_level="error" if args.quiet else "passive",
-            )
-            baseline = None
-            if arm == "erm":
-                baseline = "erm"
-            elif arm == "groupdro":
-                dev = "cuda" if cuda else "cpu"
-                baseline = GroupDRO(counts, step_size=args.groupdro_step_size).to(dev)
-            trainer = Trainer(
-                model=model,
-                args=targs,
-                train_dataset=sets["train"],
-                optimizers=(opt, None),
-                callbacks=[cb],
-                irs_loss=IRSLoss.from_counts(
-                    counts,
-                    target_tau=args.target_tau,
-                    tau_multiplier=args.tau_multiplier,
-                    h_min=PAPER["h_range"][0],
-                    h_max=PAPER["h_range"][1],
-                    grid=PAPER["h_grid"],
-                    refine=PAPER["h_refine"],
-                ),
-                warmup_epochs=args.warmup_epochs if arm == "irs" else 0.0,
-                baseline=baseline,
-            )
-            if args.quiet:
-                trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
-            out = trainer.train()
-            best = select_epoch(cb.rows)
-            results["runs"][f"{arm}/seed{seed}"] = {
-                "selected_epoch": best["epoch"],
-                "val": best["val"],
-                "test": best["test"],
-                "epochs": cb.rows,
-                "steps": int(out.global_step),
-                "irs_steps": trainer.irs_steps,
-                "kappa": [h["irs/kappa"] for h in trainer.state.log_history if "irs/kappa" in h],
-            }
-            log(f"{arm} seed {seed}: test {best['test']['worst_group']:.3f} worst-group")
-            del trainer, model
-    comps = []
+        log(f"{arm} lr {lr:g} seed {seed}: test {best['test']['worst_group']:.3f} worst-group")
+        del trainer, model
+        return rec
+
     runs = results["runs"]
-    others = [a for a in args.arms if a != "erm"] if "erm" in args.arms else []
+    for seed in args.seeds:
+        for arm in dict.fromkeys(args.arms):
+            if arm == "erm":
+                for lr in dict.fromkeys(args.erm_lrs):
+                    runs[f"erm_lr{lr:g}/seed{seed}"] = run("erm", seed, lr)
+            else:
+                runs[f"{arm}/seed{seed}"] = run(arm, seed, args.lr)
+    claim = []
+    grid = list(dict.fromkeys(args.erm_lrs))
+    val = {lr: [runs[f"erm_lr{lr:g}/seed{s}"]["val"]["worst_group"] for s in args.seeds]
+           for lr in grid}  # fmt: skip
+    chosen, scores = choose_lr(grid, val)
+    for s in args.seeds:  # the tuned ERM arm: the chosen learning rate's run of every seed
+        runs[f"erm/seed{s}"] = runs[f"erm_lr{chosen:g}/seed{s}"]
+    t = tuned(
+        "erm",
+        "learning_rate",
+        grid,
+        scores,
+        objective="mean over seeds of the validation worst-group accuracy",
+        chosen=chosen,
+    )
+    results["erm_learning_rate"] = chosen
+    if chosen in (min(grid), max(grid)):
+        t["edge_note"] = "ERM's best learning rate is an edge of --erm-lrs: extend the grid"
+        claim.append(f"ERM's learning rate {chosen:g} sits on the grid edge of {grid}")
+    tuning = [t]
+    comps = []
+    others = [a for a in dict.fromkeys(args.arms) if a != "erm"]
     for arm in others:
         for metric, target_source in (
             ("worst_group", "abstract: IRS improves worst-case groups (no Waterbirds number)"),
@@ -464,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
             comps.append(
                 comparison(
                     f"{arm}_minus_erm_{metric}",
-                    f"Waterbirds test {metric.replace('_', '-')} accuracy, {arm} - ERM (points)",
+                    f"Waterbirds test {metric.replace('_', '-')} accuracy, {arm} - tuned ERM (points)",
                     paired_points(runs, arm, "erm", metric, args.seeds),
                     target=None,
                     target_source=target_source,
@@ -472,17 +570,21 @@ def main(argv: list[str] | None = None) -> int:
                     unit="points",
                 )
             )
+    for c in comps[:2]:
+        lo, hi = c["ci95"]
+        claim.append(f"{c['name']}: {c['diff']:+.2f} points, 95% CI [{lo:.2f}, {hi:.2f}]")
     doc = {
         "recipe": "robust-satisficing",
         "paper": PAPER,
         "config": vars(args),
         "smoke": bool(args.smoke),
+        "claim": "; ".join(claim),
         "hardware": {
             "device": torch.cuda.get_device_name(0) if cuda else "cpu",
             "torch": torch.__version__,
         },
         "results": results,
-        "evidence": evidence(comparisons=comps, tuning=[]),
+        "evidence": evidence(comparisons=comps, tuning=tuning),
     }
     Path(args.out).write_text(json.dumps(doc, indent=1, default=str))
     log(f"wrote {args.out}")

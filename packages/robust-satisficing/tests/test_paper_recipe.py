@@ -4,7 +4,10 @@
 loads it through the recipe's ``AutoModelForImageClassification.from_pretrained`` path, writes
 40 rows in Waterbirds' release layout (metadata.csv: img_id, img_filename, y, split, place) read
 by the normal loader, trains ERM, IRS (through ``IRSTrainer``, after a warm-up epoch) and
-GroupDRO for 2 epochs on 2 seeds and writes the JSON. Skipped in an installed wheel.
+GroupDRO for 2 epochs on 2 seeds (ERM on a 3-point learning-rate grid, tuned on validation)
+and writes the JSON; the test recomputes every reported accuracy from the stored predictions,
+replays the τ rule at every IRS step and the ERM choice, and lints the evidence. Skipped in an
+installed wheel.
 """
 
 from __future__ import annotations
@@ -52,26 +55,67 @@ def test_smoke_writes_a_linted_json(tmp_path):
     # groups g = 2y + place from the metadata: 2 rows per minority group in train
     assert r["train_group_counts"] == [10, 2, 2, 10]
     runs = r["runs"]
-    assert set(runs) == {f"{a}/seed{s}" for a in ("erm", "irs", "groupdro") for s in (0, 1)}
+    lrs = (1e-3, 1e-2, 1e-1)  # the smoke's ERM grid
+    assert set(runs) == {f"{a}/seed{s}" for a in ("erm", "irs", "groupdro") for s in (0, 1)} | {
+        f"erm_lr{lr:g}/seed{s}" for lr in lrs for s in (0, 1)
+    }
+    w = [c / sum(r["train_group_counts"]) for c in r["train_group_counts"]]
     for key, run in runs.items():
         assert run["steps"] == 6 and len(run["epochs"]) == 2  # 24 train rows / 8, 2 epochs
-        assert run["val"] == paper.select_epoch(run["epochs"])["val"]
+        # reported at the best validation worst-group epoch (first on ties), never on test
+        assert run["selected_epoch"] == paper.select_epoch(run["epochs"])["epoch"]
         for part in ("val", "test"):
-            assert len(run[part]["groups"]) == 4 and 0 <= run[part]["worst_group"] <= 1
+            rows, got = r["eval_rows"][part], run[part]
+            assert len(got["pred"]) == len(rows["y"]) == len(rows["g"]) == 8
+            # recomputed from the stored predictions, independently of the recipe's code
+            acc = []
+            for g in range(4):
+                hits = [p == y for p, y, gg in zip(got["pred"], rows["y"], rows["g"]) if gg == g]
+                acc.append(sum(hits) / len(hits))
+            assert got["groups"] == pytest.approx(acc, rel=1e-12)
+            assert got["worst_group"] == min(acc)
+            assert got["average"] == pytest.approx(sum(a * x for a, x in zip(acc, w)), rel=1e-12)
+            epoch = next(e for e in run["epochs"] if e["epoch"] == run["selected_epoch"])
+            assert epoch[part]["groups"] == got["groups"] and "pred" not in epoch[part]
         if key.startswith("irs/"):  # IRS's loss after the warm-up epoch only
             assert 0 < run["irs_steps"] < run["steps"] and run["kappa"]
             assert all(math.isfinite(k) for k in run["kappa"])
+            irs = run["irs"]  # the IRSLoss the trainer used: the paper's constants
+            assert (irs["target_tau"], irs["tau_multiplier"]) == (0.1, 1.01)
+            assert (irs["h_min"], irs["h_max"], irs["grid"], irs["refine"]) == (1e-3, 50.0, 64, 3)
+            assert len(irs["steps"]) == run["irs_steps"]
+            for st in irs["steps"]:  # τ = max(1.01·π·L, 0.1) at every IRS step
+                want = max(1.01 * st["prior_loss"], 0.1)
+                assert st["tau"] == pytest.approx(want, rel=1e-12)
         else:
-            assert run["irs_steps"] == 0 and run["kappa"] == []
+            assert run["irs_steps"] == 0 and run["kappa"] == [] and "irs" not in run
+    # tuned ERM: the grid point with the best mean validation worst-group accuracy (first on
+    # ties), and the ERM arm is that learning rate's run of every seed
+    (tune,) = doc["evidence"]["tuning"]
+    assert (tune["arm"], tune["param"], tune["grid"]) == ("erm", "learning_rate", list(lrs))
+    means = [
+        sum(runs[f"erm_lr{lr:g}/seed{s}"]["val"]["worst_group"] for s in (0, 1)) / 2 for lr in lrs
+    ]
+    assert tune["scores"] == pytest.approx(means, rel=1e-12)
+    chosen = lrs[means.index(max(means))]
+    assert tune["chosen"] == r["erm_learning_rate"] == chosen
+    for s in (0, 1):
+        assert runs[f"erm/seed{s}"] == runs[f"erm_lr{chosen:g}/seed{s}"]
+        assert runs[f"erm/seed{s}"]["learning_rate"] == chosen
+        assert runs[f"irs/seed{s}"]["learning_rate"] == runs[f"groupdro/seed{s}"]["learning_rate"]
+    assert ("grid edge" in doc["claim"]) == (chosen in (lrs[0], lrs[-1]))
     comps = doc["evidence"]["comparisons"]
     names = [c["name"] for c in comps]
-    assert names[:2] == ["irs_minus_erm_worst_group", "irs_minus_erm_average"]
-    for c, metric in zip(comps[:2], ("worst_group", "average")):
-        want = [100 * (runs[f"irs/seed{s}"]["test"][metric] - runs[f"erm/seed{s}"]["test"][metric])
+    assert names == [
+        f"{a}_minus_erm_{m}" for a in ("irs", "groupdro") for m in ("worst_group", "average")
+    ]
+    for c in comps:
+        arm, metric = c["name"].split("_minus_erm_")
+        want = [100 * (runs[f"{arm}/seed{s}"]["test"][metric] - runs[f"erm/seed{s}"]["test"][metric])
                 for s in (0, 1)]  # fmt: skip
         assert c["per_unit"] == pytest.approx(want, rel=1e-9, abs=1e-9)
     if LINT.is_file():
-        assert _load(LINT, "evidence_lint").check_evidence(doc["evidence"], "paper.json") == []
+        assert _load(LINT, "evidence_lint").check_detailed(doc, "paper.json") == []
 
 
 def _release(root: Path, rows):
@@ -132,6 +176,25 @@ def test_paired_points_are_arm_minus_baseline_per_seed():
     assert got == pytest.approx([-20.0, 5.0], rel=1e-9)  # points, in seed order
 
 
+def test_tuned_erm_is_the_best_mean_validation_worst_group():
+    paper = _load(BENCH / "paper.py", "rs_paper")
+    grid = [1e-5, 1e-4, 1e-3]
+    val = {1e-5: [0.5, 0.7], 1e-4: [0.8, 0.6], 1e-3: [0.9, 0.1]}  # means 0.6, 0.7, 0.5
+    chosen, scores = paper.choose_lr(grid, val)
+    assert chosen == 1e-4 and scores == pytest.approx([0.6, 0.7, 0.5], rel=1e-12)
+    tie = {1e-5: [0.5], 1e-4: [0.9], 1e-3: [0.9]}
+    assert paper.choose_lr(grid, tie)[0] == 1e-4  # first on ties
+
+
+def test_per_group_accuracy_counts_within_groups():
+    paper = _load(BENCH / "paper.py", "rs_paper")
+    pred = [0, 1, 1, 1, 0, 0]
+    y = [0, 0, 1, 1, 1, 0]
+    g = [0, 1, 2, 3, 3, 3]  # group 3: 2 of 3 right (not grouped by label)
+    got = paper.per_group_accuracy(pred, y, g, 5)
+    assert got[:4] == pytest.approx([1.0, 0.0, 1.0, 2 / 3], rel=1e-12) and math.isnan(got[4])
+
+
 def test_summary_is_worst_group_and_training_weighted_average():
     paper = _load(BENCH / "paper.py", "rs_paper")
     w = [c / 4795 for c in (3498, 184, 56, 1057)]
@@ -156,6 +219,7 @@ def test_paper_constants_and_defaults():
     assert (P["resize"], P["crop"]) == (256, 224)
     assert (P["anchor_erm_worst_group"], P["anchor_erm_average"]) == (74.9, 98.1)
     assert P["model"] == "microsoft/resnet-50" and P["arms"] == ["erm", "irs"]
+    assert P["erm_lr_grid"] == [1e-5, 1e-4, 1e-3] and P["learning_rate"] in P["erm_lr_grid"]
     a = paper.build_parser().parse_args([])
     assert (a.model, a.dataset, a.epochs, a.batch_size, a.lr, a.weight_decay) == (
         P["model"],
@@ -172,6 +236,7 @@ def test_paper_constants_and_defaults():
         P["groupdro_step_size"],
     )
     assert (a.resize, a.crop, a.arms, a.seeds) == (P["resize"], P["crop"], P["arms"], P["seeds"])
+    assert a.erm_lrs == P["erm_lr_grid"]
     assert a.out == "paper_robust_satisficing.json" and not a.smoke
 
 
