@@ -40,8 +40,14 @@ paper has no experiments), noise at the band's ends (the worst case of the +-eps
 ``--dataset PATH`` runs on a local .jsonl of instances, one per line in fairpyx's valuation
 schema: ``{"name": str, "block": "prop1" | "mms", "family": str, "valuations": {agent: {item:
 value}}, "order": [item, ...]}`` (the default generates the instances above and writes them in
-this schema first, so both go through the same loader). ``--smoke``: 16 + 3 + 8 instances of
-6-8 goods (seconds). Cost: measured in the README (CPU only; a few CPU-minutes).
+this schema first, so both go through the same loader; 13 MB for the default set).
+``--smoke``: 16 + 3 + 8 instances of 6-8 goods (about 2 s).
+
+Cost (CPU only; measured, two default runs on the shared 2-core dev machine, 2026-12-08, with
+identical results): 118 and 138 CPU-s (about 0.04 CPU-hours; 5.7 and 7.6 min wall at nice 10
+under load), most of it the MMS block's MILPs. Measured then: CappedGreedy PROP1 on all 1063 instances; CappedGreedy - RoundRobin PROP1
++0.033 [+0.029, +0.036] on the 800 random instances; PlanAndMatch - offline exactly 0 (EF1 and
+MMS); the numbers per claim are in the README's "The paper's experiment".
 """
 
 from __future__ import annotations
