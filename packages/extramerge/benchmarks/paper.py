@@ -187,8 +187,13 @@ def load_texts(dataset: str, config: str | None, split: str) -> list[str]:
     if path.is_dir():
         rows = read_jsonl(path / f"{split}.jsonl")
     else:
-        from datasets import load_dataset
-
+        try:
+            from datasets import load_dataset
+        except ImportError as exc:  # not a runtime dependency of the package
+            raise ImportError(
+                f"--dataset {dataset!r}: reading a hub dataset needs the 'datasets' package "
+                "(uv run --with datasets ...), or pass a local dir of <split>.jsonl files"
+            ) from exc
         rows = load_dataset(dataset, config, split=split)
     return [r["text"] for r in rows]
 

@@ -135,8 +135,10 @@ def test_smoke_writes_a_linted_json(run):
         "extra_merge_diff",
         "extra_merge_pc1",
     }
-    if LINT.is_file():
-        assert _load(LINT, "evidence_lint").check_evidence(doc["evidence"], "paper.json") == []
+    if LINT.is_file():  # what tools/evidence_lint.py checks of a benchmarks/*.json and *.py
+        lint = _load(LINT, "evidence_lint")
+        assert lint.check_detailed(doc, "paper.json") == []
+        assert lint.check_source(BENCH / "paper.py", "paper.py") == []
 
 
 def test_evr_matches_the_saved_checkpoints(run, oracle):
@@ -240,6 +242,13 @@ def test_bad_arguments_name_the_option(tmp_path):
         paper.main(["--window", "1", "--out", str(tmp_path / "x.json")])
     with pytest.raises(SystemExit, match="--steps"):
         paper.main(["--steps", "3", "2", "1", "--window", "2", "--model", str(tmp_path)])
+
+
+def test_hub_dataset_without_datasets_names_the_package(monkeypatch):
+    paper = _load(BENCH / "paper.py", "extramerge_paper")
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(ImportError, match="'datasets' package"):
+        paper.load_texts("Salesforce/wikitext", "wikitext-103-raw-v1", "test")
 
 
 def test_help_does_not_import_torch():
