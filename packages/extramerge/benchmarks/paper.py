@@ -42,7 +42,9 @@ choices, 5 on test) over ~0.25M tokens each: ~0.2 GPU-hours for 160m, ~1 GPU-hou
 memory peaks at about (N + 3) x |theta| x 4 bytes for N revisions (the N - W + 1 merged
 checkpoints, the SMA window and the arms; the raw-EVR pass runs first and is freed): ~17 GB for
 160m, ~45 GB for 410m, ~150 GB for 1.4b (there pass fewer ``--steps``, e.g. the last 12 with
-``--window 4``). Pythia-12B's zero-shot evaluation is not run by this recipe.
+``--window 4``). Disk: the hub cache plus N float32 state dicts in ``--workdir`` (~16 GB for
+160m, ~135 GB for 1.4b; a hub revision already there is reused). Pythia-12B's zero-shot
+evaluation is not run by this recipe.
 """
 
 from __future__ import annotations
