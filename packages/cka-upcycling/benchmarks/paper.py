@@ -466,7 +466,8 @@ def run_arm(arm: str, seed: int, ctx: dict, args: argparse.Namespace, log: Any) 
         model.get_submodule(name).requires_grad_(True)
     n_dec = len(layers)
     cka_layers = [
-        f"{n.rsplit('.', 1)[0]}" for n in layers[n_dec - max(1, round(0.25 * n_dec)) :]
+        f"{n.rsplit('.', 1)[0]}"
+        for n in layers[n_dec - max(1, round(PAPER["cka_layers_frac"] * n_dec)) :]
     ]  # the decoder layers holding the deepest quarter of the MLPs
     keys = ("input_ids", "attention_mask", "labels")
 
@@ -497,19 +498,22 @@ def run_arm(arm: str, seed: int, ctx: dict, args: argparse.Namespace, log: Any) 
 
         # ---- growth
         if arm == "cka":
+            pgen = torch.Generator().manual_seed(seed * 1000 + t)
             probe = copy.deepcopy(model).train()
             popt = torch.optim.Adam(
                 [p for p in probe.parameters() if p.requires_grad], lr=args.probe_lr
             )
-            pit = _batches(
-                ctx["train"][task], torch.Generator().manual_seed(seed * 1000 + t), args.batch_size
-            )
+            pit = _batches(ctx["train"][task], pgen, args.batch_size)
             for _ in range(args.probe_steps):
                 popt.zero_grad()
                 loss_fn(probe, next(pit)).backward()
                 popt.step()
             if len(buf) > 0:  # old-task inputs; at the first task, the task's own inputs
-                old = [buf.sample(args.batch_size) for _ in range(2)]
+                # drawn with the probe's generator, not the buffer's: the replay batches of
+                # the training below stay those of the other arms (paired)
+                cols = buf.stacked()
+                pick = torch.randperm(len(buf), generator=pgen)[: 2 * args.batch_size]
+                old = [tuple(c[i] for c in cols) for i in pick.split(args.batch_size)]
             else:
                 old = [next(pit) for _ in range(2)]
             cka = layer_cka(model, probe, old, layers, loss_fn)
