@@ -67,8 +67,11 @@ def test_smoke_writes_a_linted_json_of_the_saved_model(doc):
         "cka_minus_full_bwt",
         "cka_minus_replay_bwt",
     ]
-    if LINT.is_file():
-        assert _load(LINT, "evidence_lint").check_evidence(doc["evidence"], "paper.json") == []
+    if LINT.is_file():  # as tools/evidence_lint.py reads a detailed JSON and a script
+        lint = _load(LINT, "evidence_lint")
+        assert lint.check_evidence(doc["evidence"], "paper.json") == []
+        assert lint.check_detailed(doc, "paper.json") == []
+        assert lint.check_source(BENCH / "paper.py", "paper.py") == []
 
 
 def test_cka_arm_grows_the_lowest_cka_layers(doc):
