@@ -353,7 +353,7 @@ def run_arm(arm: str, init: str, cfg: dict, steps: int, lrs, train, tune, test) 
             res = L.train_byte_lm(
                 model, train, tune, steps=steps, batch_size=cfg["batch"], lr=lr,
                 warmup=cfg["warmup"], bias_update_rate=BIAS_RATE, seed=seed,
-                eval_windows=cfg["windows"],
+                eval_windows=cfg["windows"], log=None,
             )  # fmt: skip
             test_bpb = L.evaluate_bpb(model, test, cfg["T"], max_windows=cfg["windows"])
             cpu = time.process_time() - c0

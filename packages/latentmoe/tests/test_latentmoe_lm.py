@@ -84,3 +84,20 @@ def test_bad_input_raises():
         L.ByteLM(8, 1, 2, 8, lambda i: torch.nn.Identity())(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError, match="steps must be"):
         L.train_byte_lm(_Uniform(), np.zeros(10, np.uint8), np.zeros(10, np.uint8), steps=0)
+
+
+def test_progress_on_by_default_and_off_with_none(capsys):
+    # issue 66: the public training loop was silent by default (a 22-minute README run printed nothing)
+    train, val = L.load_corpus()
+    ffn = lambda i: L.MoE(16, 4, 2, 16, backend="torch")
+    for log, want in [("default", 3), (None, 0)]:
+        torch.manual_seed(0)
+        model = L.ByteLM(16, 1, 2, 16, ffn)
+        kw = {} if log == "default" else {"log": log}
+        L.train_byte_lm(model, train, val, steps=60, batch_size=2, warmup=2, eval_windows=2, **kw)
+        got = capsys.readouterr()
+        lines = [ln for ln in got.err.splitlines() if ln.startswith("step ")]
+        assert got.out == ""
+        assert len(lines) == want, got.err  # steps 0, 50 and the last (59)
+        if want:
+            assert lines[-1].startswith("step   59 loss ") and lines[-1].endswith("s")

@@ -14,6 +14,7 @@ the help texts of the language reference), so nothing is downloaded.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,6 +143,11 @@ class TrainResult:
     final_imbalance: float | None  # max/mean expert load at the last balancer step
 
 
+def _stderr(line: str) -> None:
+    """The default progress sink of :func:`train_byte_lm`: one line on standard error."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def train_byte_lm(
     model: ByteLM,
     train: np.ndarray,
@@ -154,12 +160,15 @@ def train_byte_lm(
     bias_update_rate: float | None = 1e-3,
     seed: int = 0,
     eval_windows: int = 64,
-    log: Callable[[str], None] | None = None,
+    log: Callable[[str], None] | None = _stderr,
 ) -> TrainResult:
     """Train ``model`` (a :class:`ByteLM`) for ``steps`` batches of ``batch_size × seq_len`` bytes.
 
     Adds ``aux_loss`` of any layer that sets one (the Switch/z-loss baseline) to the task loss;
     runs :class:`AuxFreeBalancer` after each step when ``bias_update_rate`` is not None.
+    Progress (step, loss, expert imbalance, elapsed seconds) goes to ``log`` at step 0, every 50
+    steps and at the last one: standard error by default, ``log=print`` for stdout, ``log=None``
+    for silence.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1; got {steps}")
@@ -195,7 +204,8 @@ def train_byte_lm(
         if balancer is not None:
             imbalance = balancer.step(model)
         if log is not None and (step % 50 == 0 or step == steps - 1):
-            log(f"step {step:4d} loss {loss.item():.3f} imbalance {imbalance}")
+            elapsed = time.perf_counter() - t0
+            log(f"step {step:4d} loss {loss.item():.3f} imbalance {imbalance} {elapsed:.1f}s")
     seconds = time.perf_counter() - t0
     return TrainResult(
         val_bpb=evaluate_bpb(model, val, seq_len, max_windows=eval_windows),

@@ -40,7 +40,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from .latentmoe import MultiHeadLatentMoE
@@ -126,6 +125,9 @@ def fully_shard_hp(model: nn.Module, mesh: DeviceMesh, **fsdp_kwargs) -> nn.Modu
         mesh.device_type, mesh.mesh.T.contiguous(), mesh_dim_names=("hp_replicate", "dp_shard")
     )
     ignored = set(_head_local_params(model))
+    # imported here: torch.distributed.fsdp costs ~9 s of `import icml26_latentmoe` on a CPU box
+    from torch.distributed.fsdp import fully_shard
+
     fully_shard(model, mesh=hsdp, ignored_params=ignored, **fsdp_kwargs)
     return model
 
