@@ -55,7 +55,17 @@ def test_smoke_writes_a_linted_json(tmp_path):
     # groups g = 2y + place from the metadata: 2 rows per minority group in train
     assert r["train_group_counts"] == [10, 2, 2, 10]
     runs = r["runs"]
-    lrs = (1e-3, 1e-2, 1e-1)  # the smoke's ERM grid
+    # tuned ERM, replayed: the smoke's grid; the best mean validation worst-group accuracy
+    # (first on ties); an edge optimum adds one 10x step past that edge (--erm-extend 1)
+
+    def mean_val(lr):
+        return sum(runs[f"erm_lr{lr:g}/seed{s}"]["val"]["worst_group"] for s in (0, 1)) / 2
+
+    lrs = [1e-3, 1e-2, 1e-1]
+    means = [mean_val(lr) for lr in lrs]
+    first = lrs[means.index(max(means))]
+    if first in (lrs[0], lrs[-1]):
+        lrs = sorted([*lrs, lrs[0] / 10 if first == lrs[0] else lrs[-1] * 10])
     assert set(runs) == {f"{a}/seed{s}" for a in ("erm", "irs", "groupdro") for s in (0, 1)} | {
         f"erm_lr{lr:g}/seed{s}" for lr in lrs for s in (0, 1)
     }
@@ -89,13 +99,10 @@ def test_smoke_writes_a_linted_json(tmp_path):
                 assert st["tau"] == pytest.approx(want, rel=1e-12)
         else:
             assert run["irs_steps"] == 0 and run["kappa"] == [] and "irs" not in run
-    # tuned ERM: the grid point with the best mean validation worst-group accuracy (first on
-    # ties), and the ERM arm is that learning rate's run of every seed
+    # the ERM arm is the chosen learning rate's run of every seed
     (tune,) = doc["evidence"]["tuning"]
-    assert (tune["arm"], tune["param"], tune["grid"]) == ("erm", "learning_rate", list(lrs))
-    means = [
-        sum(runs[f"erm_lr{lr:g}/seed{s}"]["val"]["worst_group"] for s in (0, 1)) / 2 for lr in lrs
-    ]
+    assert (tune["arm"], tune["param"], tune["grid"]) == ("erm", "learning_rate", lrs)
+    means = [mean_val(lr) for lr in lrs]
     assert tune["scores"] == pytest.approx(means, rel=1e-12)
     chosen = lrs[means.index(max(means))]
     assert tune["chosen"] == r["erm_learning_rate"] == chosen
@@ -186,6 +193,15 @@ def test_tuned_erm_is_the_best_mean_validation_worst_group():
     assert paper.choose_lr(grid, tie)[0] == 1e-4  # first on ties
 
 
+def test_erm_grid_extends_past_an_edge_optimum_only():
+    paper = _load(BENCH / "paper.py", "rs_paper")
+    grid = [1e-5, 1e-4, 1e-3]
+    assert paper.extend_lr(grid, 1e-5) == pytest.approx(1e-6, rel=1e-12)
+    assert paper.extend_lr(grid, 1e-3) == pytest.approx(1e-2, rel=1e-12)
+    assert paper.extend_lr(grid, 1e-4) is None
+    assert paper.build_parser().parse_args([]).erm_extend == paper.PAPER["erm_lr_extend"] == 2
+
+
 def test_per_group_accuracy_counts_within_groups():
     paper = _load(BENCH / "paper.py", "rs_paper")
     pred = [0, 1, 1, 1, 0, 0]
@@ -251,3 +267,14 @@ def test_help_does_not_import_torch():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert "--smoke" in out.stdout and out.stdout.strip().endswith("NO-TORCH")
+
+
+def test_real_data_readers_name_the_missing_package(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    paper = _load(BENCH / "paper.py", "rs_paper")
+    monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL raises ImportError
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(SystemExit, match="--with pillow"):
+        paper.read_image(tmp_path / "img.jpg")
+    with pytest.raises(SystemExit, match="--with datasets"):
+        paper.load_waterbirds("some/hub-id", resize=8, crop=6)
