@@ -310,6 +310,13 @@ def select_random(layers: list[str], n: int, seed: int, task: int) -> list[str]:
 
 
 SMOKE_ROWS = {
+    # Py150 first: its edit similarity is > 0 even for a tiny model, so BWT reads a signal
+    "Py150": [
+        ("Complete the next line of the following Python code.\n<s> import os <EOL> def main ( "
+         ") : <EOL> path = os . getcwd ( ) <EOL>", "return path"),
+        ("Complete the next line of the following Python code.\n<s> class A ( object ) : <EOL> "
+         "def __init__ ( self , x ) : <EOL>", "self . x = x"),
+    ],
     "C-STANCE": [
         ("判断以下文本对指定对象的态度。输出支持、反对或中立。\n文本：\n我很喜欢这个产品\n对象：\n产品\n态度：\n", "支持"),
         ("判断以下文本对指定对象的态度。输出支持、反对或中立。\n文本：\n这个政策很糟糕\n对象：\n政策\n态度：\n", "反对"),
@@ -322,12 +329,6 @@ SMOKE_ROWS = {
          "'hawkish' or 'neutral'.\nText:\nRates may be lowered.\nStance:\n", "dovish"),
         ("What is the monetary policy stance for the following text? Please answer 'dovish', "
          "'hawkish' or 'neutral'.\nText:\nThe committee met.\nStance:\n", "neutral"),
-    ],
-    "Py150": [
-        ("Complete the next line of the following Python code.\n<s> import os <EOL> def main ( "
-         ") : <EOL> path = os . getcwd ( ) <EOL>", "return path"),
-        ("Complete the next line of the following Python code.\n<s> class A ( object ) : <EOL> "
-         "def __init__ ( self , x ) : <EOL>", "self . x = x"),
     ],
 }  # fmt: skip
 

@@ -55,9 +55,9 @@ def test_smoke_writes_a_linted_json_of_the_saved_model(doc):
         "intermediate_size": 64,
         "num_hidden_layers": 4,
     }
-    assert r["tasks"] == ["C-STANCE", "FOMC", "Py150"]
-    assert r["n_train"] == {"C-STANCE": 8, "FOMC": 8, "Py150": 8}
-    assert r["n_test"] == {"C-STANCE": 4, "FOMC": 4, "Py150": 4}
+    assert r["tasks"] == ["Py150", "C-STANCE", "FOMC"]
+    assert r["n_train"] == {"Py150": 8, "C-STANCE": 8, "FOMC": 8}
+    assert r["n_test"] == {"Py150": 4, "C-STANCE": 4, "FOMC": 4}
     assert set(r["runs"]) == {f"{a}/seed{s}" for a in ARMS for s in SEEDS}
     names = [c["name"] for c in doc["evidence"]["comparisons"]]
     assert names == [
@@ -139,8 +139,10 @@ def test_metrics_and_comparisons_follow_the_accuracy_matrix(doc):
             ]
             assert comps[name]["per_unit"] == pytest.approx(want, rel=1e-12, abs=1e-15)
             assert comps[name]["higher_is_better"] is True and comps[name]["n"] == 2
-    # the smoke produces signal: edit similarity on Py150 is never exactly 0
-    assert any(run["R"][2][2] > 0 for run in runs.values())
+    # the smoke produces signal: Py150 (task 0) scores > 0 by edit similarity and its score
+    # moves across the sequence, so BWT is not trivially 0
+    assert any(run["R"][0][0] > 0 for run in runs.values())
+    assert any(run["metrics"]["bwt"] != 0 for run in runs.values())
 
 
 def test_selection_and_metric_helpers():
