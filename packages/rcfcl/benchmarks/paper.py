@@ -328,22 +328,30 @@ def arm_config(args: argparse.Namespace, arm: str, x_dim: int, n_classes: int) -
 # ---------------------------------------------------------------------------- Flower apps
 
 
-def make_client_app(spec: dict[str, Any], cfgs: dict[str, Any]) -> Any:
-    """The ClientApp: reads (arm, seed) from the train ConfigRecord and runs the package's
-    ``RCFCLClient`` on this node's shard (``partition-id``) of that seed's scenario."""
-    from flwr.clientapp import ClientApp
+def client_train(spec: dict[str, Any], cfgs: dict[str, Any], msg: Any, context: Any) -> Any:
+    """The ClientApp's train handler: reads (arm, seed) from the train ConfigRecord and runs the
+    package's ``RCFCLClient`` on this node's shard (``partition-id``) of that seed's scenario.
+    A node serves every (arm, seed) in turn: at a run's first round its carried drift magnitude
+    (``context.state["rcfcl"]``, the previous run's) is dropped, as ``simulate`` starts at 0."""
     from icml26_rcfcl.flower import RCFCLClient
+
+    conf = msg.content["config"]
+    arm, seed = str(conf["arm"]), int(conf["seed"])
+    if int(conf["server-round"]) == 1 and "rcfcl" in context.state:
+        del context.state["rcfcl"]
+    client = RCFCLClient(build_scenario(spec, seed), cfgs[arm], seed=seed)
+    return client.train(msg, context)
+
+
+def make_client_app(spec: dict[str, Any], cfgs: dict[str, Any]) -> Any:
+    """The ClientApp (``client_train`` for every train message)."""
+    from flwr.clientapp import ClientApp
 
     app = ClientApp()
 
     @app.train()
     def train(msg: Any, context: Any) -> Any:
-        conf = msg.content["config"]
-        arm, seed = str(conf["arm"]), int(conf["seed"])
-        if int(conf["server-round"]) == 1 and "rcfcl" in context.state:
-            del context.state["rcfcl"]  # a new (arm, seed): no carried magnitude
-        client = RCFCLClient(build_scenario(spec, seed), cfgs[arm], seed=seed)
-        return client.train(msg, context)
+        return client_train(spec, cfgs, msg, context)
 
     return app
 

@@ -203,6 +203,56 @@ def test_summarize_reads_rounds_flags_and_forgetting(tmp_path):
     assert set(out["detection"]) == {"f1", "precision", "recall", "delay"}
 
 
+def test_client_drops_the_previous_runs_carried_magnitude(tmp_path):
+    pytest.importorskip("flwr")
+    import time
+
+    from flwr.app import (
+        ArrayRecord,
+        ConfigRecord,
+        Context,
+        Message,
+        Metadata,
+        MetricRecord,
+        RecordDict,
+    )
+    from icml26_rcfcl.rcfcl import init_params
+
+    paper = _load(BENCH / "paper.py", "rcfcl_paper")
+    args, _ = _tiny_scenario(paper, tmp_path, rounds_per_task=1)
+    spec = paper.scenario_spec(args)
+    args.local_epochs, args.gen_epochs = 1, 1
+    cfgs = {"rcfcl": paper.arm_config(args, "rcfcl", 3072, 4)}
+    params = init_params(cfgs["rcfcl"], 0)
+
+    def train(server_round: int, context: Context) -> float:
+        config = ConfigRecord({"server-round": server_round, "arm": "rcfcl", "seed": 0})
+        content = RecordDict({"arrays": ArrayRecord(params), "config": config})
+        md = Metadata(
+            run_id=1,
+            message_id="m",
+            src_node_id=0,
+            dst_node_id=1,
+            reply_to_message_id="",
+            group_id="1",
+            created_at=time.time(),
+            ttl=3600.0,
+            message_type="train",
+        )
+        reply = paper.client_train(spec, cfgs, Message(content, metadata=md), context)
+        return float(reply.content["metrics"]["drift-magnitude"])
+
+    ctx = Context(
+        run_id=1, node_id=1, node_config={"partition-id": 0}, state=RecordDict(), run_config={}
+    )
+    # round 2 is the first of task 1: untestable, the carried magnitude stands (within a run)
+    ctx.state["rcfcl"] = MetricRecord({"drift-magnitude": 0.6})
+    assert train(2, ctx) == 0.6
+    # round 1 starts a new (arm, seed): the previous run's 0.6 is not carried into it
+    ctx.state["rcfcl"] = MetricRecord({"drift-magnitude": 0.6})
+    assert train(1, ctx) == 0.0 and ctx.state["rcfcl"]["drift-magnitude"] == 0.0
+
+
 def test_comparisons_are_rcfcl_minus_baseline_paired_per_seed():
     paper = _load(BENCH / "paper.py", "rcfcl_paper")
     acc = {"rcfcl": [0.50, 0.40, 0.70], "fedavg": [0.45, 0.41, 0.60]}
