@@ -42,6 +42,7 @@ installed wheel, from a folder outside the checkout).
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import os
 import re
@@ -103,7 +104,7 @@ def blocks(text: str) -> list[Block]:
         code = match.group(1)
         expected = [
             m.group(1).split("  #", 1)[0].strip()
-            for m in (EXPECT.search(s) for s in code.splitlines() if "print(" in s)
+            for m in (EXPECT.search(s) for s in _print_lines(code))
             if m
         ]
         directives = {}
@@ -146,6 +147,32 @@ def _split(token: str) -> tuple[str, str, str]:
         return token, "", ""
     start = token.index(core)
     return token[:start], core, token[start + len(core) :]
+
+
+def _print_lines(code: str) -> list[str]:
+    """The lines that may carry a print's ``# -> EXPECTED``, in order.
+
+    A one-line ``print(...)`` carries it on its own line; one that ruff's Markdown formatter
+    wraps (``print(\n    a, b\n)  # -> X``) carries it on its closing line, which holds no
+    ``print(``: both count (ast gives each call's last line), so a wrapped print keeps its check.
+    """
+    lines = code.splitlines()
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # the run reports it; keep the plain rule
+        return [s for s in lines if "print(" in s]
+    ends = sorted(
+        {
+            node.end_lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "print"
+            and node.end_lineno is not None
+        }
+    )
+    keep = {i for i, s in enumerate(lines, 1) if "print(" in s} | set(ends)
+    return [lines[i - 1] for i in sorted(keep)]
 
 
 def _number(core: str) -> float | None:

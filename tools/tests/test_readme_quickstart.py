@@ -61,6 +61,16 @@ def test_a_wrong_result_fails_and_a_close_one_passes(tmp_path, capsys):
     assert run(tmp_path, readme("print((8, 900))  # -> (8, 1000)\n")) == 1
 
 
+def test_a_print_wrapped_by_the_formatter_keeps_its_check(tmp_path, capsys):
+    # ruff formats Markdown code blocks: a long print becomes print(\n    ...\n)  # -> X, whose
+    # last line holds the expectation but no "print(" (lint failed on 10 READMEs before the wrap)
+    wrapped = "print(\n    0.25, True\n)  # -> {}\nx = 1  # -> not a print\n"
+    assert qs.blocks(readme(wrapped.format("0.25 True")))[0].expected == ["0.25 True"]
+    assert run(tmp_path, readme(wrapped.format("0.30 True"))) == 1
+    assert "no printed line matches `# -> 0.30 True`" in capsys.readouterr().out
+    assert run(tmp_path, readme(wrapped.format("0.25 True"))) == 0
+
+
 def test_numbers_inside_dicts_and_trailing_comments(tmp_path):
     code = (
         "print({'f1': 0.6666, 'delay': 2.0})  # -> {'f1': 0.67, 'delay': 2.0}  # F1 of the flags\n"
