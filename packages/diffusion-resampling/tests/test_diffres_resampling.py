@@ -54,9 +54,21 @@ def _theta_problem(resampler, n=1000):
 
 
 def test_theta_identity_diffusion_mean_variance_and_gradient():
-    m, v, g, wm = _theta_problem(diffusion_resample)(0.7)
-    # the output matches the weighted particles it resamples ...
-    assert abs(float(m) - float(wm)) < 0.01
+    m, v, g, _ = _theta_problem(diffusion_resample)(0.7)
+    # the output matches the weighted particles it resamples, up to the resampling noise: one
+    # draw's mean has SE ~ sqrt(v / N) = 0.022, so the old bound 0.01 held only for one RNG
+    # stream (jax 0.4.30's draw missed by 0.062, nox lowest). Over 8 keys, within 4 SE of the
+    # 8 draws' own spread (a biased resampler, e.g. one ignoring w, misses by ~0.35)
+    eps = jax.random.normal(jax.random.PRNGKey(1), (1000,))
+    x = 0.7 + eps
+    log_w = -0.5 * x**2
+    wmean = float(jnp.sum(jax.nn.softmax(log_w) * x))
+    keys = jax.random.split(jax.random.PRNGKey(11), 8)
+    draws = jax.jit(jax.vmap(lambda k: jnp.mean(diffusion_resample(k, log_w, x)[1])))(keys)
+    d = np.asarray(draws, dtype=np.float64) - wmean
+    se = d.std(ddof=1) / np.sqrt(d.size)
+    assert abs(d.mean()) < 4 * se + 1e-3, (d.mean(), se)
+    assert 0.002 < d.std(ddof=1) < 0.1  # real resampling noise, of the order of sqrt(v / N)
     # ... and hence the target N(θ/2, 1/2) up to Monte Carlo error at N = 1000
     assert abs(float(m) - 0.35) < 0.1
     assert abs(float(v) - 0.5) < 0.05

@@ -299,7 +299,14 @@ class TransformersGenerator:
             if sample:
                 kw["temperature"] = temperature
             with torch.inference_mode():
-                ids = model.generate(**enc, pad_token_id=tok.pad_token_id, **kw)  # (B, T + new)
+                # ids and mask only: a BERT-style tokenizer also returns token_type_ids, which a
+                # decoder's generate refuses in transformers 4.46 (nox lowest; later ones drop it)
+                ids = model.generate(
+                    input_ids=enc["input_ids"],
+                    attention_mask=enc["attention_mask"],
+                    pad_token_id=tok.pad_token_id,
+                    **kw,
+                )  # (B, T + new)
             new = ids[:, enc["input_ids"].shape[1] :]
             out.extend(tok.batch_decode(new, skip_special_tokens=True))
         return out
