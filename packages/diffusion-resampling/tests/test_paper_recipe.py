@@ -69,7 +69,7 @@ def test_smoke_keys_arms_and_lint(smoke):
 
 
 def test_errors_success_and_evidence_recomputed_from_the_stored_estimates(smoke):
-    _, doc = smoke
+    paper, doc = smoke
     cfg, res = doc["config"], doc["results"]
     star, kal = [0.5, 1.0], res["kalman"]
     assert doc["paper"]["theta_true"] == star
@@ -82,6 +82,7 @@ def test_errors_success_and_evidence_recomputed_from_the_stored_estimates(smoke)
             assert a["mle_dist"][r] == pytest.approx(math.dist(th, kal["theta_mle"][r]), abs=1e-12)
             # the official success: L-BFGS success and ||θ̂ - θ*|| < 1.9
             assert a["success"][r] == (a["lbfgs_success"][r] and err < 1.9)
+            assert a["success"][r] == paper.is_success(a["lbfgs_success"][r], err, 1.9)
             # L-BFGS only accepts descent steps: the fitted NLL is at most the start's
             assert a["nll_hat"][r] <= a["nll0"][r] + 1e3 * EPS64 * abs(a["nll0"][r])
         assert a["n_success"] == sum(a["success"])
@@ -197,6 +198,14 @@ def test_paper_constants_and_defaults():
         paper.main(["--diffusion", "1:4", "--compare", "2:8", "--quiet"])
     with pytest.raises(ValueError, match="T:n_steps"):
         paper.parse_diffusion("2-8")
+
+
+def test_success_rule_is_the_official_one():
+    paper = _load(BENCH / "paper.py", "diffres_paper")
+    assert paper.is_success(True, 1.89, 1.9) and paper.is_success(True, 0.0, 1.9)
+    # a sign-flipped θ₂ (same likelihood: y = θ₂ x is symmetric in x -> -x) is 2 from θ*: no
+    assert not paper.is_success(True, math.dist([0.5, -1.0], [0.5, 1.0]), 1.9)
+    assert not paper.is_success(True, 1.9, 1.9) and not paper.is_success(False, 0.1, 1.9)
 
 
 def test_help_imports_no_jax():
