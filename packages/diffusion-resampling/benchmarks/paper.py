@@ -36,7 +36,7 @@ Cost (CPU, no GPU needed; measured on the 2-core shared dev machine, 2026-12-08)
 for 9 of the 22 settings (``--diffusion 2:8 --ot 0.4``, 100 data sets): Kalman MLEs 12 s,
 diffusion T = 2, 8 steps 43 s (5 s of it compiling), soft / Gumbel / multinomial 11-20 s each,
 OT eps = 0.4 182 s. The full default (12 diffusion settings, cost ~ n_steps, and 3 OT) is about
-0.4 CPU-hours [estimate from those]. ``--smoke``: about 10 CPU-s.
+0.4 CPU-hours [estimate from those]. ``--smoke``: 12-18 CPU-s (12 at the tests' XLA flags).
 """
 
 from __future__ import annotations
