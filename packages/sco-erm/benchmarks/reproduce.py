@@ -464,6 +464,8 @@ def summarise(full: dict) -> dict:
     comps.append(pooled)
     worst_r, worst_c = min(rows_a, key=lambda rc: rc[0]["p_overfit_erm"])
     in_ci = all(c["closed_form_in_ci95"] for _, c in rows_a)
+    outside = [r["m"] for r, c in rows_a if not c["closed_form_in_ci95"]]
+    in_ci_txt = f"{in_ci}" + (f" (outside at m={', '.join(map(str, outside))})" if outside else "")
     rec_hi = max(wilson(round(r["recon"]["p_certified_overfit"] * r["recon"]["n"]),
                         r["recon"]["n"])[1] for r in uniq)  # fmt: skip
     orc_lo = min(
@@ -471,6 +473,15 @@ def summarise(full: dict) -> dict:
         for r in uniq
     )
     corr = max(r["recon"]["noise_unseen_corr_max"] for r in uniq)
+    if corr < 0.5:  # no sample's noise direction reached an unseen cap (<w_u, x> > 1/2)
+        corr_txt = f"best corr of -xi_bar with an unseen codeword <= {corr:.2f} < 1/2"
+    else:  # a tail sample did: say how often the certified ERM sat in an unseen cap
+        k_cap = sum(round(r["recon"]["p_certified_in_unseen_cap"] * r["recon"]["n"]) for r in uniq)
+        corr_mean = max(r["recon"]["noise_unseen_corr_mean"] for r in uniq)
+        corr_txt = (
+            f"best corr of -xi_bar with an unseen codeword: mean <= {corr_mean:.2f} per m, max "
+            f"{corr:.2f}; certified inside an unseen cap in {k_cap}/{n_b} samples"
+        )
     ms = [r["m"] for r in feld]
     wlo, whi = worst_c["ci95"]
     plo, phi = pooled["ci95"]
@@ -479,9 +490,9 @@ def summarise(full: dict) -> dict:
         f"d=6m, m={ms[0]}..{ms[-1]}: an ERM with excess 1/4 exists w.p. >= "
         f"{worst_r['p_overfit_erm']:.3f} [{wlo:.3f}, {whi:.3f}] at m={worst_r['m']} (MC, "
         f"{draws_a} samples per m, 95% Wilson; exact 1-(1-2^-m)^(2^k) inside every interval: "
-        f"{in_ci}). Unique-ERM overfitting: NOT TESTED, the paper's perturbation is unknown; the "
-        f"[recon] control alpha<xi,x> cannot work (best corr of -xi_bar with an unseen codeword "
-        f"<= {corr:.2f} < 1/2): certified overfit {k_b}/{n_b} = {pooled['diff']:.3f} "
+        f"{in_ci_txt}). Unique-ERM overfitting: NOT TESTED, the paper's perturbation is unknown; the "
+        f"[recon] control alpha<xi,x> cannot work ({corr_txt}): certified overfit {k_b}/{n_b} = "
+        f"{pooled['diff']:.3f} "
         f"[{plo:.3f}, {phi:.3f}] ({verdict}; paper 1/2), Wilson upper <= {rec_hi:.3f} per m; "
         f"oracle ceiling (noise aimed at an unseen codeword) certified >= {orc_lo:.2f} per m. "
         f"GD on the recon: min_m c_m = {gd['c_all_m']:.3f}, c_m ~ m^{gd['c_m_exponent']:.2f} "

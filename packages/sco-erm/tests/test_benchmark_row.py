@@ -39,13 +39,19 @@ def bench():
 
 
 @pytest.fixture(scope="module")
-def stored():
-    return json.loads((BENCH / "reproduce_quick.json").read_text())
+def row():
+    return json.loads((BENCH / "reproduce_row.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def row():
-    return json.loads((BENCH / "reproduce_row.json").read_text())
+def stored(bench, row):
+    """The run the row was rebuilt from: the full run (reproduce.json) when the claim names its
+    samples per m, else the quick run (``nox -s reproduce`` writes the row from ``--quick``)."""
+    full = f"{bench.FULL_DRAWS_A} samples per m" in row["claim"]
+    name = "reproduce.json" if full else "reproduce_quick.json"
+    if not full:
+        assert f"{bench.QUICK_DRAWS_A} samples per m" in row["claim"], row["claim"]
+    return json.loads((BENCH / name).read_text())
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +64,21 @@ def test_committed_row_is_the_stored_run_summarised(bench, stored, row):
     strip = lambda r: {k: v for k, v in r.items() if k not in PROVENANCE}
     assert strip(rebuilt) == strip(row)
     assert stored["evidence"] == row["evidence"]
+
+
+@pytest.mark.parametrize("name", ["reproduce_quick.json", "reproduce.json"])
+def test_each_stored_run_carries_its_own_summary(bench, name):
+    """Both committed runs (quick and full) say what summarise says of them (no stale summary)."""
+    path = BENCH / name
+    if not path.is_file():
+        pytest.skip(f"{name} not committed")
+    run = json.loads(path.read_text())
+    summary = json.loads(json.dumps(bench.summarise(run)))
+    assert run["evidence"] == summary.pop("evidence")
+    assert run["summary"] == summary
+    draws = bench.QUICK_DRAWS_A if run["quick"] else bench.FULL_DRAWS_A
+    assert all(r["n"] == draws for r in run["feldman"])
+    assert f"{draws} samples per m" in summary["claim"]
 
 
 def test_wilson_intervals_are_the_modules(bench, stored, row):
@@ -82,8 +103,15 @@ def test_the_claim_prints_the_evidence_and_the_lint_agrees(row, lint):
     assert lint.check_row(row, "row") == []
     assert lint.check_source(BENCH / "reproduce.py", "reproduce.py") == []
     assert "unresolved" in row["claim"]
-    bad = copy.deepcopy(row)  # the old hand-rolled interval with a rounded bound
-    bad["claim"] = bad["claim"].replace("[0.577, 0.708]", "[0.577, 0.709]")
+    worst = min(
+        (c for c in row["evidence"]["comparisons"] if c["name"].startswith("A ")),
+        key=lambda c: c["diff"],
+    )
+    lo, hi = worst["ci95"]
+    printed = f"[{lo:.3f}, {hi:.3f}]"
+    assert printed in row["claim"]
+    bad = copy.deepcopy(row)  # a hand-rolled interval with its upper bound rounded differently
+    bad["claim"] = bad["claim"].replace(printed, f"[{lo:.3f}, {hi + 0.001:.3f}]")
     assert any("no comparison has that 95% CI" in p for p in lint.check_row(bad, "row"))
 
 
@@ -92,3 +120,17 @@ def test_a_hand_rolled_wilson_is_caught(tmp_path, lint):
     planted = src.replace("def wilson(k: int, n: int)", "def wilson(k: int, n: int, z=1.96)")
     (tmp_path / "reproduce.py").write_text(planted)
     assert any("1.96" in p for p in lint.check_source(tmp_path / "reproduce.py", "x"))
+
+
+def test_the_claim_says_when_the_control_reaches_a_cap_or_the_closed_form_misses(bench):
+    """A tail sample whose noise direction passes 1/2 (the full run's 400 samples per m) must not
+    print '<= 0.55 < 1/2'; a closed form outside its interval names the m."""
+    run = json.loads((BENCH / "reproduce_quick.json").read_text())
+    assert "< 1/2" in bench.summarise(run)["claim"] and "outside at" not in run["summary"]["claim"]
+    run["unique_erm"][1]["recon"].update(noise_unseen_corr_max=0.55, p_certified_in_unseen_cap=0.02)
+    run["feldman"][2]["p_exact"] = 0.99
+    claim = bench.summarise(run)["claim"]
+    assert "< 1/2" not in claim and "max 0.55" in claim
+    n = sum(r["recon"]["n"] for r in run["unique_erm"])
+    assert f"certified inside an unseen cap in 2/{n} samples" in claim
+    assert "inside every interval: False (outside at m=10)" in claim
