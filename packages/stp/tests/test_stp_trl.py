@@ -140,8 +140,10 @@ def test_train_with_accumulation_logs_both_terms_and_eval_returns_no_hidden(
     assert logs and all(0.0 <= x["stp_loss"] <= 2.0 and x["ntp_loss"] > 0 for x in logs)
     assert logs[0]["stp_lambda"] == 0.0  # warm-up starts at min lambda
     assert any(not torch.equal(a, p) for a, p in zip(before, tr.model.parameters()))
-    metrics = tr.evaluate(tr.train_dataset.select(range(2)))
-    assert 0.0 <= metrics["eval_stp_loss"] <= 2.0
+    tr.evaluate(tr.train_dataset.select(range(2)))
+    # read from the log: trl 1.0's SFTTrainer.log copies the dict, so evaluate() returns the
+    # STP metric only on later TRL (nox lowest); every version logs it
+    assert 0.0 <= tr.state.log_history[-1]["eval_stp_loss"] <= 2.0
     out = tr.predict(tr.train_dataset.select(range(2)))
     assert not isinstance(out.predictions, tuple)  # logits only: no hidden-state tuple
 
