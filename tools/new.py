@@ -86,6 +86,10 @@ Paper: {paper}
 
 (One paragraph: what the method does and the equation at its heart.)
 
+The result, each paired comparison with its 95% interval (numbers and setup in [Results](#results)):
+
+![Each comparison of the results row (benchmarks/evidence.svg, drawn by tools/evidence_figure.py)](https://raw.githubusercontent.com/icml26/icml26/main/packages/{name}/benchmarks/evidence.svg)
+
 ## Install
 
 ```bash

@@ -90,6 +90,19 @@ def test_template_metadata_has_project_urls_and_classifiers(fake_repo):
     assert "Programming Language :: Python :: 3" in project["classifiers"]
 
 
+def test_every_readme_shows_its_result_figure_on_the_first_screen():
+    """Issue 66: the evidence figure sat 120-350 lines down, under ## Results; a user deciding in
+    a minute sees it before ## Install, within the first 50 lines."""
+    for m in workspace.discover(REPO):
+        if m.is_kernels:
+            continue
+        lines = (m.path / "README.md").read_text().splitlines()
+        fig = [i for i, s in enumerate(lines) if s.startswith("![") and "evidence.svg" in s]
+        install = lines.index("## Install")
+        assert fig and fig[0] < install and fig[0] < 50, (m.name, fig, install)
+        assert (m.path / "benchmarks" / "evidence.svg").is_file(), m.name
+
+
 def test_every_member_has_project_urls_classifiers_and_absolute_readme_links():
     for m in workspace.discover(REPO):
         data = tomllib.loads((m.path / "pyproject.toml").read_text())["project"]
