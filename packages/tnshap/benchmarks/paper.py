@@ -224,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     from icml26_kernels.evidence import comparison, evidence, headroom
     from icml26_tnshap import MaskedGraphGame
 
+    # one thread, as the other benchmarks: on 2 shared cores torch's default 2 threads made one
+    # molecule cost > 60 CPU-s instead of ~8 (thread contention, measured for issue 63)
+    torch.set_num_threads(1)
+
     rep = _reproduce()
     rep.QUIET = args.quiet
     tmp = tempfile.TemporaryDirectory()
