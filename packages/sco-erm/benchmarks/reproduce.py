@@ -38,6 +38,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -57,7 +58,22 @@ def _parser() -> argparse.ArgumentParser:
         "(default: benchmarks/reproduce[_quick].json)",
     )
     ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ap.add_argument(
+        "--part",
+        choices=PARTS,
+        help="full mode in parts: run one experiment (A and B per m, see --m; C whole, its "
+        "bootstrap runs over every m) into <out stem>_parts/<part>_<m>.json; once every part "
+        "is there the full JSON is assembled from them (the same numbers as one unsplit run)",
+    )
+    ap.add_argument(
+        "--m", type=int, action="append", help="with --part A or B: only this m (repeatable)"
+    )
     return ap
+
+
+PARTS = ("A", "B", "C")
+MS = [6, 8, 10, 12, 14]  # A and B
+MS_C = [8, 10, 12, 14]
 
 
 if __name__ == "__main__":
@@ -338,28 +354,89 @@ def main() -> None:
     threads = _ev.pin_threads(2)  # the run's 2 cores: BLAS/OpenMP (XLA keeps its own pool)
     jax.config.update("jax_enable_x64", True)  # GD trajectories in float64
     t0 = time.time()
-    ms = [6, 8, 10, 12, 14]
+    ms = MS
     c_over = 0.1  # "overfits": certified F(x*) - F* >= c_over (Feldman's level is 1/4)
     if args.quick:
         draws_a, sgd_a, draws_b = 200, 30, 100
-        ms_c, seeds_c, points = [8, 10, 12, 14], 8, 6
+        ms_c, seeds_c, points = MS_C, 8, 6
     else:
         draws_a, sgd_a, draws_b = 1000, 200, 400
-        ms_c, seeds_c, points = [8, 10, 12, 14], 30, 10
+        ms_c, seeds_c, points = MS_C, 30, 10
+    name = "reproduce_quick" if args.quick else "reproduce"
+    out = args.out or HERE / f"{name}.json"
+    runs = {
+        "A": lambda m: experiment_a([m], draws_a, sgd_a)[0],
+        "B": lambda m: experiment_b([m], draws_b, alpha=0.5, c=c_over)[0],
+        "C": lambda _m: experiment_c(ms_c, seeds_c, T=200, alpha=0.5, points=points),
+    }
+    if args.part or args.m:
+        _run_part(args, out, runs, threads)
+        return
     feld = experiment_a(ms, draws_a, sgd_a)
     log(f"[A done at {time.time() - t0:.1f}s]")
     uniq = experiment_b(ms, draws_b, alpha=0.5, c=c_over)
     log(f"[B done at {time.time() - t0:.1f}s]")
     gd = experiment_c(ms_c, seeds_c, T=200, alpha=0.5, points=points)
     log(f"[C done at {time.time() - t0:.1f}s]")
-    name = "reproduce_quick" if args.quick else "reproduce"
-    out = args.out or HERE / f"{name}.json"
+    seconds = round(time.time() - t0, 1)
+    _write_run(args.quick, out, seconds, threads, feld, uniq, gd, {})
+
+
+def _part_units() -> list[str]:
+    return [f"{p}_{m}" for p in "AB" for m in MS] + ["C"]
+
+
+def _run_part(args, out: Path, runs: dict, threads: dict) -> None:
+    """One part of the full run into <out stem>_parts/; assemble the JSON once all are there."""
+    if args.quick:
+        raise SystemExit("--part: the quick mode runs whole (it is short); drop --quick")
+    if not args.part:
+        raise SystemExit("--m needs --part A or --part B")
+    if args.part == "C" and args.m:
+        raise SystemExit("--m: part C runs every m at once (its bootstrap spans them)")
+    bad = sorted(set(args.m or []) - set(MS))
+    if bad:
+        raise SystemExit(f"--m must be among {MS}, got {bad}")
+    folder = out.with_name(f"{out.stem}_parts")
+    folder.mkdir(exist_ok=True)
+    for m in [None] if args.part == "C" else (args.m or MS):
+        unit = "C" if m is None else f"{args.part}_{m}"
+        t, c = time.time(), time.process_time()
+        load = [round(v, 1) for v in os.getloadavg()]  # a loaded machine inflates the wall
+        result = runs[args.part](m)
+        rec = {
+            "unit": unit,
+            "result": result,
+            "seconds": round(time.time() - t, 1),
+            "cpu_seconds": round(time.process_time() - c, 1),
+            "threads": threads,
+            "measured": time.strftime("%Y-%m-%d %H:%M", time.gmtime(t)),
+            "load_avg_at_start": load,
+        }
+        (folder / f"{unit}.json").write_text(json.dumps(rec, indent=1) + "\n")
+        log(f"[part {unit}: {rec['seconds']} s wall, {rec['cpu_seconds']} CPU-s -> {folder}]")
+    have = {u: folder / f"{u}.json" for u in _part_units() if (folder / f"{u}.json").is_file()}
+    missing = [u for u in _part_units() if u not in have]
+    if missing:
+        log(f"[parts still to run: {', '.join(missing)}]")
+        return
+    recs = {u: json.loads(p.read_text()) for u, p in have.items()}
+    feld = [recs[f"A_{m}"]["result"] for m in MS]
+    uniq = [recs[f"B_{m}"]["result"] for m in MS]
+    parts = {u: {k: r[k] for k in ("seconds", "cpu_seconds", "measured")} for u, r in recs.items()}
+    seconds = round(sum(p["seconds"] for p in parts.values()), 1)
+    extra = {"cpu_seconds": round(sum(p["cpu_seconds"] for p in parts.values()), 1)}
+    extra["parts"] = parts
+    _write_run(False, out, seconds, recs["C"]["threads"], feld, uniq, recs["C"]["result"], extra)
+
+
+def _write_run(quick: bool, out: Path, seconds, threads, feld, uniq, gd, extra: dict) -> None:
     png = out.with_name(f"{out.stem}_gd.png")
     plotted = plot(gd, png)
-    seconds = round(time.time() - t0, 1)
     full = {
-        "quick": args.quick,
+        "quick": quick,
         "seconds": seconds,
+        **extra,
         "threads": threads,
         "feldman": feld,
         "unique_erm": uniq,

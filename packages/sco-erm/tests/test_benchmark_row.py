@@ -134,3 +134,35 @@ def test_the_claim_says_when_the_control_reaches_a_cap_or_the_closed_form_misses
     n = sum(r["recon"]["n"] for r in run["unique_erm"])
     assert f"certified inside an unseen cap in 2/{n} samples" in claim
     assert "inside every interval: False (outside at m=10)" in claim
+
+
+def test_the_full_mode_in_parts_assembles_the_unsplit_json(bench, tmp_path):
+    """--part A/B per m and C, in any order and in separate calls, give one JSON with the runs'
+    rows in m order and the summary of those rows; the JSON appears only with the last part."""
+    import argparse
+
+    run = json.loads((BENCH / "reproduce_quick.json").read_text())
+    by_m = {("A", r["m"]): r for r in run["feldman"]} | {
+        ("B", r["m"]): r for r in run["unique_erm"]
+    }
+    runs = {"A": lambda m: by_m["A", m], "B": lambda m: by_m["B", m], "C": lambda _m: run["gd"]}
+    out = tmp_path / "reproduce.json"
+    calls = [("B", [14, 6]), ("C", None), ("A", None), ("B", [8, 12]), ("B", [10])]
+    for i, (part, ms) in enumerate(calls):
+        assert not out.exists()
+        args = argparse.Namespace(part=part, m=ms, quick=False)
+        bench._run_part(args, out, runs, run["threads"])
+        assert (tmp_path / "reproduce_parts" / f"{part}_{(ms or [6])[-1]}.json").is_file() or (
+            part == "C" and (tmp_path / "reproduce_parts" / "C.json").is_file()
+        )
+    full = json.loads(out.read_text())
+    assert [r["m"] for r in full["feldman"]] == bench.MS == [r["m"] for r in full["unique_erm"]]
+    assert full["feldman"] == run["feldman"] and full["unique_erm"] == run["unique_erm"]
+    assert full["gd"] == run["gd"] and full["quick"] is False
+    summary = json.loads(json.dumps(bench.summarise(run)))
+    assert full["evidence"] == summary["evidence"] and full["summary"]["claim"] == summary["claim"]
+    assert set(full["parts"]) == set(bench._part_units()) and full["cpu_seconds"] >= 0
+    with pytest.raises(SystemExit, match="--m must be among"):
+        bench._run_part(argparse.Namespace(part="A", m=[7], quick=False), out, runs, {})
+    with pytest.raises(SystemExit, match="part C runs every m"):
+        bench._run_part(argparse.Namespace(part="C", m=[8], quick=False), out, runs, {})
