@@ -182,7 +182,8 @@ def summarise(Ts: list[int], seeds: list[int], runs: dict) -> dict:
     s = p["settles_at"]
     c_wbb, c_rate = comps
     f3 = lambda c: f"{c['diff']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]"
-    first3 = next((T for T, r in zip(Ts, p["reached_phase3"]) if r == 1.0), None)
+    r3 = p["reached_phase3"]  # the first T from which every run of every later T is in phase 3
+    first3 = next((T for j, T in enumerate(Ts) if all(r == 1.0 for r in r3[j:])), None)
     claim = (
         f"paper's algorithm (EXP3, beta=2KN, E[PRO+]>=0, no guard) on separated markets, "
         f"T=2^{int(math.log2(Ts[0]))}..2^{int(math.log2(Ts[-1]))}, {len(seeds)} paired seeds: "
