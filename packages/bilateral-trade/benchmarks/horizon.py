@@ -148,6 +148,12 @@ def summarise(Ts: list[int], seeds: list[int], runs: dict) -> dict:
             "phase": ph.tolist(),
             "reached_phase3": (ph == 3).mean(1).tolist(),
             "phase_max": ph.max(1).tolist(),
+            "phase1_rounds_over_T34": [  # a run still in phase 1 at T counts T
+                float(np.mean([T if v is None else v for v in row])) / T**0.75
+                for T, row in zip(
+                    Ts, [[runs[(T, s)][n]["explore_start"] for s in seeds] for T in Ts]
+                )
+            ],
             "final_profit_min": get("profit").min(1).tolist(),
             "K": get("K")[:, 0].astype(int).tolist(),
             "cpu_seconds": float(get("cpu_seconds").sum()),

@@ -59,6 +59,10 @@ def _check_doc(doc, hz):
         ok = [lo <= 0.75 for _, lo, _ in r["local_slope_ci"]]
         first = next((j for j in range(len(ok)) if all(ok[j:])), None)
         assert r["bound_holds_from"] == (None if first is None else Ts[first])
+        for T, f, row in zip(Ts, r["phase1_rounds_over_T34"], r["phase"]):
+            assert f * T**0.75 <= T * (1 + REL)  # phase 1 lasts at most the horizon ...
+            if all(ph == 1 for ph in row):  # ... and all of it for a run that never leaves it
+                assert f * T**0.75 == pytest.approx(T, rel=REL)
         assert r["reached_phase3"] == [float(np.mean([p == 3 for p in row])) for row in r["phase"]]
     comps = {c["name"].split(", ")[-1]: c for c in doc["evidence"]["comparisons"]}
     last_p = np.asarray(_octave_slopes(Ts, doc["paper"]["regret"])[-1])
