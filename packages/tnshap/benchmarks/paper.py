@@ -14,10 +14,11 @@ no download), heavy-atom graphs with 23 atom features, a 3-layer GIN trained on 
 100 molecules with 8 <= n <= 14 atoms (exact by ``shapiq.ExactComputer``), budgets
 {50, 100, 200, 500}; arms TN-SHAP-G, shapiq KernelSHAP, shapiq permutation sampling and
 GraphSVX (reconstructed from its paper, benchmarks/reproduce.py), every arm spending exactly
-min(budget, 2^n) queries. Hardware: CPU only; ~1 CPU-hour (100 molecules x 4 budgets x ~3 s of
-surrogate fitting, plus the GIN training). Mutagenicity / Benzene are not on PyPI: pass a hub
-id (``--dataset``, through ``datasets.load_dataset``, a ``smiles`` column) or a local
-``.csv`` / ``.jsonl`` with FreeSolv's columns (iupac, smiles, expt, calc).
+min(budget, 2^n) queries. Hardware: CPU only, one torch thread; 429 CPU-s for budgets
+{50, 100, 200} (issue 63, README), ~16 CPU-minutes with 500 (~4 s of surrogate fitting per
+molecule). Mutagenicity / Benzene are not on PyPI: pass a hub id (``--dataset``, through
+``datasets.load_dataset``, a ``smiles`` column) or a local ``.csv`` / ``.jsonl`` with
+FreeSolv's columns (iupac, smiles, expt, calc).
 
 Known (official code farzana0/TN-SHAP-G, via the note): bond dimension 4, Adam lr 1e-2, weight
 decay 1e-5, 100 epochs, batch 32, size-uniform coalition sampler, baseline features 0.
