@@ -22,6 +22,42 @@ from dataclasses import dataclass
 import torch
 
 
+def categorical(
+    probs: torch.Tensor, n: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """``n`` i.i.d. indices drawn with probabilities ``probs`` ``(K,)`` (need not sum to 1); ``(n,)``.
+
+    What ``torch.multinomial(probs, n, replacement=True, generator=generator)`` does in the
+    locked torch (2.15), written with ``torch.rand`` only, so that a seeded run is the same on
+    every supported torch. ``multinomial`` draws a single sample (``n = 1``) by the exponential
+    race ``argmax_k p_k / q_k``, ``q_k ~ Exp(1)`` from ``Tensor.exponential_``, and CPU
+    ``exponential_`` changed between torch 2.6 and 2.15: up to 2.6 it seeded MKL's sampler with
+    one number from the generator; later releases take one uniform per category. The category
+    drawn is equally valid, but the generator is left at another state, so every later draw
+    (the noise, the measurement, the sampler's initial state) differed, and the README toy
+    printed 1.55 instead of 0.29 at the torch floor. Here ``n = 1`` is the same race on
+    ``q_k = -log(1 - u_k)``, ``u = torch.rand(K, float64)`` (the later ``exponential_``); ``n > 1``
+    is the inverse CDF of ``torch.rand(n, float64)`` (``multinomial``'s with-replacement kernel,
+    unchanged across these releases). A zero-probability index is never drawn.
+    """
+    if probs.ndim != 1 or probs.numel() == 0:
+        raise ValueError(f"probs must be 1-D and non-empty, got shape {tuple(probs.shape)}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    p = probs.to(torch.float64)
+    if not bool(torch.isfinite(p).all()) or bool((p < 0).any()) or not float(p.sum()) > 0:
+        raise ValueError("probs must be finite and non-negative with a positive sum")
+    if n == 1:
+        u = torch.rand(p.shape, generator=generator, dtype=torch.float64, device=p.device)
+        q = -torch.log1p(-u)  # Exp(1)
+        race = torch.where(p > 0, p / q, torch.full_like(p, -math.inf))
+        return race.argmax().reshape(1)
+    cdf = torch.cumsum(p, 0)
+    cdf = cdf / cdf[-1]
+    u = torch.rand(n, generator=generator, dtype=torch.float64, device=p.device)
+    return torch.searchsorted(cdf, u, right=True).clamp_max(p.numel() - 1)
+
+
 @dataclass
 class MixturePosterior:
     """A Gaussian mixture with full covariances: weights ``(K,)``, means ``(K, d)``, covs ``(K, d, d)``."""
@@ -32,7 +68,7 @@ class MixturePosterior:
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """``n`` draws, shape ``(n, d)``."""
-        comp = torch.multinomial(self.weights, n, replacement=True, generator=generator)  # (n,)
+        comp = categorical(self.weights, n, generator)  # (n,)
         chol = torch.linalg.cholesky(self.covs)  # (K, d, d)
         eps = torch.randn(n, self.means.shape[1], generator=generator, dtype=self.means.dtype)
         return self.means[comp] + torch.einsum("nij,nj->ni", chol[comp], eps)
@@ -132,7 +168,7 @@ class GaussianMixturePrior:
     ) -> torch.Tensor:
         """``n`` prior draws ``(n, d)``, restricted to class ``cond`` when given."""
         logw = self._log_weights(None if cond is None else torch.tensor([cond]), 1)[0]
-        comp = torch.multinomial(torch.softmax(logw, 0), n, replacement=True, generator=generator)
+        comp = categorical(torch.softmax(logw, 0), n, generator)
         eps = torch.randn(n, self.dim, generator=generator, dtype=self.means.dtype)
         return self.means[comp] + self.var[comp].sqrt() * eps
 
