@@ -80,7 +80,8 @@ def triton_installed() -> bool:
     naming the cause: triton 3.0-3.2 (pinned by torch 2.4-2.6's CUDA wheels) import setuptools
     at import time without declaring it, and a uv venv (or any Python >= 3.12 venv) has none, so
     ``import icml26_kernels.moe`` used to fail inside triton (found by ``nox -s lowest``). The
-    kernels' ``[triton]`` extra asks for triton >= 3.3, which needs no setuptools to import.
+    kernels' ``[triton]`` extra asks for triton >= 3.4: 3.3 imports without setuptools, but its
+    ``triton.autotune`` decorator asks for a GPU driver at import, which a CPU machine lacks.
     """
     global _triton_error
     if not _found("triton"):
@@ -92,7 +93,7 @@ def triton_installed() -> bool:
         _triton_error = f"{type(exc).__name__}: {exc}"
         warnings.warn(
             f"triton is installed but does not import ({_triton_error}); the Triton kernels are "
-            "off and the torch reference runs. Install triton>=3.3 (or setuptools) to use them",
+            "off and the torch reference runs. Install triton>=3.4 (or setuptools) to use them",
             RuntimeWarning,
             stacklevel=2,
         )
